@@ -1,0 +1,44 @@
+"""Named errors. Every message tells the user what to do; the CLI prints it as one line.
+
+Exit codes: 2 for bad input (usage, spec, unavailable device or meter), 1 for anything else.
+"""
+
+from __future__ import annotations
+
+
+class GreenbenchError(Exception):
+    """Base of every error greenbench raises on purpose."""
+
+    exit_code: int = 1
+
+
+class SpecError(GreenbenchError):
+    """A suite file, a workload name or a --set value is invalid."""
+
+    exit_code = 2
+
+
+class DeviceUnavailable(GreenbenchError):
+    """The requested device (e.g. --device cuda) does not exist on this machine."""
+
+    exit_code = 2
+
+
+class MeterUnavailable(GreenbenchError):
+    """A forced energy source (--energy-source) cannot be used on this machine."""
+
+    exit_code = 2
+
+
+class MeterReadError(GreenbenchError):
+    """An energy counter could not be read during a measured window."""
+
+
+class StoreError(GreenbenchError):
+    """The results database cannot be opened, is locked, or is not a greenbench database."""
+
+    exit_code = 2
+
+
+class WorkerFailed(GreenbenchError):
+    """A rank raised, was killed or timed out."""

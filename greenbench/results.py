@@ -1,0 +1,97 @@
+"""What a run produces: per-rank measurements, per-repeat aggregates, the run record.
+
+These dataclasses are the boundary between workers, the launcher and the store. They carry
+plain numbers (no tensors) and serialise with ``to_dict``/``from_dict`` (JSON-safe), because
+ranks hand them to the launcher across process boundaries.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+from greenbench.energy.base import EnergyWindow
+
+
+@dataclass(frozen=True, slots=True)
+class RankResult:
+    """One rank's measured window for one repeat."""
+
+    rank: int
+    local_rank: int
+    host: str
+    repeat: int
+    tokens: int  # real (non-padding) tokens this rank trained on in the window
+    seconds: float  # wall time of the measured window
+    compute_s: float  # time in forward/backward/optimizer
+    comm_s: float  # time blocked in explicit communication
+    wait_s: float  # time waiting for other ranks (barriers, idle bubbles)
+    step_times_s: tuple[float, ...]
+    peak_mem_bytes: int
+    flops: float  # analytic model FLOPs of the work done in the window
+    loss: float  # mean training loss over the window's steps
+    n_microbatches: int
+    energy: EnergyWindow | None  # None when this rank reads no meter (see energy.select)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["step_times_s"] = list(self.step_times_s)
+        d["energy"] = self.energy.to_dict() if self.energy else None
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RankResult:
+        d = dict(d)
+        d["step_times_s"] = tuple(d["step_times_s"])
+        d["energy"] = EnergyWindow.from_dict(d["energy"]) if d.get("energy") else None
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatResult:
+    """One repeat of one configuration, aggregated over ranks (the `results` table row)."""
+
+    repeat: int
+    tokens: int
+    seconds: float
+    tokens_per_s: float
+    energy_source: str
+    energy_measured: bool
+    energy_j: float | None
+    energy_net_j: float | None
+    energy_gpu_j: float | None
+    energy_cpu_j: float | None
+    energy_dram_j: float | None
+    idle_power_w: float | None
+    joules_per_token: float | None
+    net_joules_per_token: float | None
+    flops: float
+    mfu: float | None
+    peak_mem_bytes: int
+    step_time_p50_s: float
+    step_time_p95_s: float
+    wait_fraction: float
+    wait_energy_j: float | None
+    co2_g: float | None
+    loss: float
+    energy_note: str = ""
+    step_times_s: tuple[float, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["step_times_s"] = list(self.step_times_s)
+        return d
+
+
+@dataclass(slots=True)
+class RunOutcome:
+    """What the launcher hands the store for one configuration."""
+
+    status: str  # "ok" | "failed" | "interrupted"
+    repeats: list[RepeatResult] = field(default_factory=list)
+    ranks: list[RankResult] = field(default_factory=list)
+    error: str | None = None
+    failed_rank: int | None = None
+    peak_flops: float | None = None
+    peak_flops_source: str | None = None
+    hardware: dict[str, Any] = field(default_factory=dict)
