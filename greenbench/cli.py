@@ -1,0 +1,135 @@
+"""The `greenbench` command: parses options, calls one library function, renders the answer.
+
+Errors greenbench raises on purpose (GreenbenchError) become one line on stderr and their exit
+code (2 for bad input); nothing else is caught here.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import click
+
+from greenbench.errors import GreenbenchError
+
+DB_HELP = "DuckDB results file (default: $GREENBENCH_DB or ./greenbench.duckdb)"
+
+
+def default_db() -> Path:
+    return Path(os.environ.get("GREENBENCH_DB", "greenbench.duckdb"))
+
+
+def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn GreenbenchError into one clear line and its exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except GreenbenchError as exc:
+            click.echo(f"error: {exc}", err=True)
+            sys.exit(exc.exit_code)
+
+    return wrapper
+
+
+@click.group()
+@click.version_option(package_name="greenbench")
+def main() -> None:
+    """Energy-aware benchmarks of LLM training: joules, tokens/s and MFU per configuration."""
+
+
+@main.command()
+@click.option("--suite", help="suite name in workloads/ or path to a suite .toml file")
+@click.option("--workload", help="run one workload (see `greenbench list workloads`)")
+@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
+              help="override a setting; a,b,c sweeps it (see `greenbench list settings`)")
+@click.option("--repeats", type=click.IntRange(min=1), help="measured windows per configuration")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), help="default: auto")
+@click.option("--nproc", type=click.IntRange(min=1), help="ranks per node")
+@click.option("--energy-source", type=click.Choice(["auto", "nvml", "zeus", "rapl", "estimate"]),
+              help="force an energy source (fails if unavailable)")
+@click.option("--label", help="tag stored with every run, for `greenbench compare`")
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@click.option("--nnodes", type=click.IntRange(min=1), help="torchrun --nnodes (multi-node)")
+@click.option("--node-rank", type=int, help="torchrun --node-rank (multi-node)")
+@click.option("--rdzv-endpoint", help="torchrun --rdzv-endpoint host:port (multi-node)")
+@friendly
+def run(suite: str | None, workload: str | None, sets: tuple[str, ...], repeats: int | None,
+        device: str | None, nproc: int | None, energy_source: str | None, label: str | None,
+        db: Path | None, nnodes: int | None, node_rank: int | None,
+        rdzv_endpoint: str | None) -> None:
+    """Run a suite or one workload, measure it, and store the results."""
+    from greenbench.progress import run_with_progress
+    from greenbench.spec import SpecError, expand, expand_suite, load_suite, parse_assignment
+
+    if bool(suite) == bool(workload):
+        raise SpecError("give exactly one of --suite NAME or --workload NAME")
+    cli: dict[str, Any] = dict(parse_assignment(a) for a in sets)
+    for key, value in (("repeats", repeats), ("device", device), ("nproc", nproc),
+                       ("energy.source", energy_source), ("nnodes", nnodes)):
+        if value is not None:
+            cli[key] = value
+    if suite:
+        specs = expand_suite(load_suite(suite), cli, label=label)
+    else:
+        specs = expand(workload, [cli], label=label)
+    rdzv = {"endpoint": rdzv_endpoint, "node_rank": node_rank} if rdzv_endpoint else None
+    summary = run_with_progress(specs, db or default_db(), rdzv=rdzv)
+    if summary.failed:
+        sys.exit(1)
+
+
+@main.command(name="list")
+@click.argument("what", type=click.Choice(["suites", "workloads", "runs", "settings"]))
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@click.option("--limit", default=30, show_default=True)
+@friendly
+def list_(what: str, db: Path | None, limit: int) -> None:
+    """List suites, workloads, stored runs, or every setting with its default."""
+    from greenbench import render
+
+    render.listing(what, db or default_db(), limit)
+
+
+@main.command()
+@click.argument("run_id")
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@friendly
+def show(run_id: str, db: Path | None) -> None:
+    """Show one run: its configuration, every repeat and every rank."""
+    from greenbench import render
+
+    render.run_detail(db or default_db(), run_id)
+
+
+@main.command()
+@friendly
+def doctor() -> None:
+    """What this machine can measure (CUDA, NVML, RAPL, Zeus), and why not."""
+    from greenbench import render
+
+    render.doctor()
+
+
+@main.command()
+@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"]), default="csv",
+              show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), help="output file (default: results.FMT)")
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@friendly
+def export(fmt: str, out: Path | None, db: Path | None) -> None:
+    """Export runs joined with their per-repeat results."""
+    from greenbench.store import export as do_export
+
+    for path in do_export(db or default_db(), fmt, out or Path(f"results.{fmt}")):
+        click.echo(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,332 @@
+"""Runs RunSpecs: one rank in process, several through torchrun; collects and stores results.
+
+The launcher is the only writer of the database. For each configuration it inserts a `running`
+row, executes, aggregates the ranks' windows into one row per repeat and finishes the row in one
+short transaction. A failing configuration is stored as `failed` (with the rank and its error)
+and the suite goes on; Ctrl-C marks the current one `interrupted`, keeps the rest and re-raises.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from greenbench.errors import DeviceUnavailable, GreenbenchError, WorkerFailed
+from greenbench.results import RankResult, RunOutcome
+from greenbench.spec import RunSpec
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """What happened to each configuration of one `greenbench run`."""
+
+    run_ids: list[str] = field(default_factory=list)
+    statuses: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+    errors: list[str | None] = field(default_factory=list)
+
+    @property
+    def failed(self) -> int:
+        return sum(s != "ok" for s in self.statuses)
+
+
+def resolve_device(spec: RunSpec) -> RunSpec:
+    """Turn ``auto`` device and precision into concrete values; fail if cuda is asked and absent."""
+    import torch
+
+    s = dict(spec.settings)
+    has_cuda = torch.cuda.is_available()
+    if s["device"] == "auto":
+        s["device"] = "cuda" if has_cuda else "cpu"
+    if s["device"] == "cuda":
+        if not has_cuda:
+            raise DeviceUnavailable("--device cuda was asked but torch sees no CUDA device here "
+                                    "(CPU-only torch build or no GPU); use --device cpu")
+        if s["nproc"] > torch.cuda.device_count():
+            raise DeviceUnavailable(f"nproc={s['nproc']} but only {torch.cuda.device_count()} "
+                                    "CUDA device(s) are visible")
+    if s["precision"] == "auto":
+        s["precision"] = "bf16" if s["device"] == "cuda" else "fp32"
+    return replace(spec, settings=s)
+
+
+def threads_per_rank(nproc: int) -> int:
+    return max(1, (os.cpu_count() or 1) // nproc)
+
+
+def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
+    """(peak FLOP/s per device, where it came from, device type name) for MFU."""
+    from greenbench import hardware
+
+    s = spec.settings
+    if s["device"] == "cuda":
+        import torch
+
+        name = torch.cuda.get_device_name(0)
+        found = hardware.gpu_peak_flops(name, s["precision"])
+        if found is None:
+            return None, None, name
+        return found[0], found[1], name
+    import torch
+
+    dtype = torch.bfloat16 if s["precision"] == "bf16" else torch.float32
+    peak = hardware.cpu_gemm_peak_flops(threads_per_rank(s["nproc"]), dtype)
+    return peak, "cpu-gemm-calibration", f"cpu:{hardware.cpu_model()}"
+
+
+def execute_in_process(spec: RunSpec) -> list[RankResult]:
+    from greenbench.worker import run_rank
+
+    import torch
+
+    threads = torch.get_num_threads()
+    try:
+        torch.set_num_threads(threads_per_rank(1))
+        return run_rank(spec)
+    except (KeyboardInterrupt, GreenbenchError):
+        raise
+    except Exception as exc:
+        raise WorkerFailed(f"rank 0: {type(exc).__name__}: {exc}") from exc
+    finally:
+        torch.set_num_threads(threads)
+
+
+def torchrun_command(spec: RunSpec, spec_file: Path, out_dir: Path,
+                     rdzv: dict[str, Any] | None = None) -> list[str]:
+    s = spec.settings
+    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={s['nproc']}",
+           f"--nnodes={s['nnodes']}"]
+    rdzv = rdzv or {}
+    if rdzv.get("endpoint"):
+        cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv['endpoint']}"]
+        if rdzv.get("node_rank") is not None:
+            cmd.append(f"--node-rank={rdzv['node_rank']}")
+    else:
+        cmd.append("--standalone")
+    cmd += ["-m", "greenbench.worker", "--spec", str(spec_file), "--out", str(out_dir)]
+    return cmd
+
+
+def execute_torchrun(spec: RunSpec, rdzv: dict[str, Any] | None = None) -> list[RankResult]:
+    """Run every rank through torchrun; raise WorkerFailed naming the first rank that failed."""
+    with tempfile.TemporaryDirectory(prefix="greenbench-") as tmp:
+        out = Path(tmp)
+        spec_file = out / "spec.json"
+        spec_file.write_text(spec.to_json())
+        env = dict(os.environ)
+        env["OMP_NUM_THREADS"] = str(threads_per_rank(spec.settings["nproc"]))
+        env.setdefault("PYTHONUNBUFFERED", "1")
+        log = out / "torchrun.log"
+        with log.open("wb") as log_f:
+            proc = subprocess.Popen(
+                torchrun_command(spec, spec_file, out, rdzv),
+                stdout=log_f, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+            )
+            try:
+                code = proc.wait(timeout=spec.settings["timeout_s"])
+            except subprocess.TimeoutExpired:
+                kill_group(proc)
+                raise WorkerFailed(
+                    f"timed out after {spec.settings['timeout_s']:.0f} s (timeout_s)"
+                ) from None
+            except BaseException:
+                kill_group(proc)
+                raise
+        results = out / "results.json"
+        if code == 0 and results.exists():
+            return [RankResult.from_dict(d) for d in json.loads(results.read_text())]
+        raise WorkerFailed(first_error(out, code, log))
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Stop torchrun and every rank it started (they share its process group)."""
+    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def first_error(out: Path, code: int, log: Path) -> str:
+    """The earliest error a rank reported, or torchrun's own output when none did."""
+    errors = []
+    for f in out.glob("error-rank*.json"):
+        try:
+            errors.append(json.loads(f.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue
+    if errors:
+        first = min(errors, key=lambda e: e["time"])
+        return f"rank {first['rank']}: {first['error']}"
+    tail = log.read_text(errors="replace").strip().splitlines()[-5:] if log.exists() else []
+    return f"torchrun exited with code {code}: " + " | ".join(tail)
+
+
+def failed_rank_of(message: str) -> int | None:
+    if message.startswith("rank "):
+        try:
+            return int(message.split()[1].rstrip(":"))
+        except ValueError:
+            return None
+    return None
+
+
+def run_row(spec: RunSpec, run_id: str, device_type: str, fingerprint: dict[str, Any],
+            carbon: tuple[float, str]) -> dict[str, Any]:
+    from greenbench.store import config_key
+
+    s = spec.settings
+    return {
+        "run_id": run_id,
+        "suite": spec.suite,
+        "workload": spec.workload,
+        "config_name": spec.name,
+        "config_key": config_key(spec.identity()),
+        "config": json.dumps(spec.to_dict(), sort_keys=True),
+        "model_family": s["model.family"],
+        "model_size": s["model.size"],
+        "strategy": s["strategy"],
+        "layout": f"dp{s['nproc'] * s['nnodes']}" if s["strategy"] != "single" else "dp1",
+        "device": s["device"],
+        "device_type": device_type,
+        "nproc": s["nproc"],
+        "nnodes": s["nnodes"],
+        "precision": s["precision"],
+        "seq_len": s["data.seq_len"],
+        "lengths": s["data.lengths"],
+        "region": s["energy.region"],
+        "carbon_intensity_g_per_kwh": carbon[0],
+        "status": "running",
+        "label": spec.label,
+        "git_sha": fingerprint.get("git_sha"),
+        "started_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
+        "host": fingerprint.get("host"),
+        "hardware": json.dumps(fingerprint.get("hardware", fingerprint), default=str),
+        "versions": json.dumps(fingerprint.get("versions", {}), default=str),
+    }
+
+
+class IdlePower:
+    """Idle power of this node, sampled once per energy source and reused for the session."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, str], float | None] = {}
+
+    def get(self, spec: RunSpec) -> float | None:
+        from greenbench.energy import select_meter
+
+        s = spec.settings
+        if s["energy.idle_s"] <= 0:
+            return None
+        key = (s["device"], s["energy.source"])
+        if key not in self._cache:
+            meter = select_meter(
+                s["device"],
+                None if s["energy.source"] == "auto" else s["energy.source"],
+                gpu_indices=list(range(s["nproc"])) if s["device"] == "cuda" else [],
+                local_rank=0,
+            )
+            try:
+                self._cache[key] = meter.idle_power_w(s["energy.idle_s"])
+            finally:
+                meter.close()
+        return self._cache[key]
+
+
+def run_specs(
+    specs: list[RunSpec],
+    db_path: Path,
+    *,
+    on_event: Callable[[str, RunSpec, dict[str, Any]], None] | None = None,
+    rdzv: dict[str, Any] | None = None,
+) -> RunSummary:
+    """Run every spec, storing each as it finishes. ``on_event`` drives progress display."""
+    from greenbench import hardware
+    from greenbench.energy.carbon import carbon_intensity_g_per_kwh
+    from greenbench.metrics import aggregate_repeat
+    from greenbench.store import Store, new_run_id
+
+    emit = on_event or (lambda *_: None)
+    specs = [resolve_device(sp) for sp in specs]
+    store = Store(db_path)  # validates the file before any run starts
+    fingerprint = hardware.fingerprint()
+    idle = IdlePower()
+    summary = RunSummary()
+    for spec in specs:
+        s = spec.settings
+        carbon = carbon_intensity_g_per_kwh(s["energy.region"])
+        peak, peak_source, device_type = peak_flops_for(spec)
+        run_id = new_run_id()
+        store.begin_run(run_row(spec, run_id, device_type, fingerprint, carbon))
+        emit("start", spec, {"run_id": run_id})
+        status, error = "ok", None
+        try:
+            idle_w = idle.get(spec)
+            if s["nproc"] * s["nnodes"] == 1:
+                ranks = execute_in_process(spec)
+            else:
+                ranks = execute_torchrun(spec, rdzv)
+            world = s["nproc"] * s["nnodes"]
+            repeats = [
+                aggregate_repeat(
+                    [r for r in ranks if r.repeat == k],
+                    idle_power_w=idle_w,
+                    peak_flops=peak,
+                    n_devices=world,
+                    carbon_g_per_kwh=carbon[0],
+                )
+                for k in range(s["repeats"])
+            ]
+            outcome = RunOutcome(status="ok", repeats=repeats, ranks=ranks, peak_flops=peak,
+                                 peak_flops_source=peak_source)
+        except KeyboardInterrupt:
+            store.mark_run(run_id, "interrupted", "interrupted by the user (SIGINT/SIGTERM)")
+            emit("end", spec, {"run_id": run_id, "status": "interrupted"})
+            raise
+        except WorkerFailed as exc:
+            status, error = "failed", str(exc)
+            outcome = RunOutcome(status="failed", error=error, failed_rank=failed_rank_of(error))
+        except GreenbenchError as exc:
+            status, error = "failed", str(exc)
+            outcome = RunOutcome(status="failed", error=error)
+        store.finish_run(run_id, outcome)
+        summary.run_ids.append(run_id)
+        summary.statuses.append(status)
+        summary.names.append(spec.name)
+        summary.errors.append(error)
+        emit("end", spec, {"run_id": run_id, "status": status, "error": error,
+                           "repeats": outcome.repeats})
+    return summary
+
+
+def install_sigterm_as_interrupt() -> None:
+    """Make SIGTERM behave like Ctrl-C so the current run is marked interrupted."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, handler)
+
+
+def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval_s)
+    return predicate()

@@ -1,0 +1,365 @@
+"""Run specifications: the settings of one benchmark configuration, and suites of them.
+
+A RunSpec is fully resolved (every setting has a value) and validated. Settings are addressed
+by dotted keys (``model.size``, ``data.lengths``, ``train.steps``); the same keys are used in
+suite files, in ``--set key=value`` and in the stored config JSON.
+
+Precedence, lowest first: the defaults below < the workload's base settings < the suite's
+``[defaults]`` < the suite entry's ``set`` < command-line options (``--repeats``, ``--set`` …).
+A value given as a list (in TOML, or ``--set key=a,b``) sweeps that setting.
+"""
+
+from __future__ import annotations
+
+import difflib
+import itertools
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from greenbench.errors import SpecError
+
+#: every setting, its default and its type. ``None`` defaults mean "decided at run time".
+DEFAULTS: dict[str, Any] = {
+    "strategy": "single",
+    "nproc": 1,
+    "nnodes": 1,
+    "device": "auto",  # auto | cpu | cuda
+    "precision": "auto",  # auto (fp32 on cpu, bf16 on cuda) | fp32 | bf16
+    "repeats": 3,
+    "seed": 0,
+    "timeout_s": 900.0,
+    "model.family": "transformer",
+    "model.size": "tiny",
+    "data.lengths": "fixed",
+    "data.seq_len": 256,
+    "data.global_batch": 8,  # sequences per optimizer step, over all ranks
+    "data.micro_batch": 4,  # packed rows per microbatch
+    "data.scale": 1.0 / 32.0,  # length scale for post-training distributions on CPU
+    "data.cost_model": "linear",
+    "data.balance": "same-count",
+    "train.steps": 3,  # minimum measured steps per repeat
+    "train.max_steps": 200,  # upper bound when a window is lengthened to min_window_s
+    "train.warmup_steps": 2,
+    "train.lr": 1e-3,
+    "train.min_window_s": 1.0,
+    "energy.source": "auto",  # auto | nvml | zeus | rapl | estimate
+    "energy.region": "world",  # ISO-3 country code or cloud region for carbon intensity
+    "energy.idle_s": 1.0,  # idle-power sampling window before the suite (0 disables)
+    # Instrumentation for testing greenbench itself; excluded from the configuration identity.
+    "debug.slowdown_s": 0.0,  # sleep added to every training step
+    "debug.fail_rank": -1,  # this rank raises at the first measured step
+    "debug.hang_rank": -1,  # this rank sleeps forever at the first measured step
+}
+
+#: settings that do not change *what* is measured, so not part of a configuration's identity
+NON_IDENTITY_KEYS = ("repeats", "label", "timeout_s", "energy.idle_s")
+NON_IDENTITY_PREFIXES = ("debug.",)
+
+CHOICES: dict[str, tuple[str, ...]] = {
+    "device": ("auto", "cpu", "cuda"),
+    "precision": ("auto", "fp32", "bf16"),
+    "data.balance": ("same-count", "balanced-cost"),
+    "energy.source": ("auto", "nvml", "zeus", "rapl", "estimate"),
+}
+
+POSITIVE = (
+    "nproc",
+    "nnodes",
+    "repeats",
+    "data.seq_len",
+    "data.global_batch",
+    "data.micro_batch",
+    "data.scale",
+    "train.steps",
+    "train.max_steps",
+    "timeout_s",
+)
+NON_NEGATIVE = (
+    "seed",
+    "train.warmup_steps",
+    "train.lr",
+    "train.min_window_s",
+    "energy.idle_s",
+    "debug.slowdown_s",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """One fully resolved configuration of one workload."""
+
+    workload: str
+    settings: dict[str, Any]
+    suite: str | None = None
+    label: str | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self.settings[key]
+
+    @property
+    def name(self) -> str:
+        """Short human label, e.g. ``transformer/tiny seq=1024 fixed single×1``."""
+        s = self.settings
+        return (
+            f"{s['model.family']}/{s['model.size']} seq={s['data.seq_len']} "
+            f"{s['data.lengths']} {s['strategy']}×{s['nproc'] * s['nnodes']}"
+        )
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that define "the same configuration" (for config_key)."""
+        return {
+            k: v
+            for k, v in self.settings.items()
+            if k not in NON_IDENTITY_KEYS and not k.startswith(NON_IDENTITY_PREFIXES)
+        } | {"workload": self.workload}
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "suite": self.suite,
+            "label": self.label,
+            "settings": dict(self.settings),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
+        return cls(
+            workload=d["workload"],
+            settings=dict(d["settings"]),
+            suite=d.get("suite"),
+            label=d.get("label"),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteSpec:
+    """A named list of workload entries with shared defaults."""
+
+    name: str
+    description: str
+    defaults: dict[str, Any] = field(default_factory=dict)
+    entries: tuple[tuple[str, dict[str, Any]], ...] = ()  # (workload, overrides)
+
+
+# --------------------------------------------------------------------------- parsing values
+
+
+def parse_assignment(text: str) -> tuple[str, Any]:
+    """Parse one ``--set key=value``; a comma-separated value becomes a sweep (a list)."""
+    if "=" not in text:
+        raise SpecError(f"--set expects key=value, got {text!r}")
+    key, raw = (part.strip() for part in text.split("=", 1))
+    check_key(key)
+    if "," in raw:
+        return key, [coerce(key, item.strip()) for item in raw.split(",") if item.strip()]
+    return key, coerce(key, raw)
+
+
+def coerce(key: str, value: Any) -> Any:
+    """Convert a value (from TOML or the command line) to the setting's type, or fail clearly."""
+    check_key(key)
+    default = DEFAULTS[key]
+    if isinstance(value, list):
+        return [coerce(key, v) for v in value]
+    kind = type(default)
+    try:
+        if kind is bool:
+            if isinstance(value, str):
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError(value)
+                return value.lower() in ("true", "1", "yes")
+            return bool(value)
+        if kind is int:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(value)
+        if kind is float:
+            if isinstance(value, bool):
+                raise ValueError(value)
+            return float(value)
+        if not isinstance(value, str):
+            raise ValueError(value)
+        return value
+    except (TypeError, ValueError):
+        raise SpecError(
+            f"setting {key!r} expects {kind.__name__}, got {value!r}"
+        ) from None
+
+
+def check_key(key: str) -> None:
+    if key not in DEFAULTS:
+        close = difflib.get_close_matches(key, DEFAULTS, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise SpecError(f"unknown setting {key!r}{hint}; `greenbench list settings` shows them")
+
+
+def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"size": "tiny"}}`` → ``{"model.size": "tiny"}`` (dotted keys pass through)."""
+    flat: dict[str, Any] = {}
+    for k, v in table.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            flat.update(flatten(v, key + "."))
+        else:
+            flat[key] = v
+    return flat
+
+
+def coerce_all(table: dict[str, Any], where: str) -> dict[str, Any]:
+    out = {}
+    for k, v in flatten(table).items():
+        try:
+            out[k] = coerce(k, v)
+        except SpecError as exc:
+            raise SpecError(f"{where}: {exc}") from None
+    return out
+
+
+# --------------------------------------------------------------------------- suites
+
+
+def workloads_dir() -> Path:
+    """The suite folder shipped with greenbench (``workloads/`` at the repository top)."""
+    here = Path(__file__).resolve().parent
+    for candidate in (here.parent / "workloads", here / "workloads"):
+        if candidate.is_dir():
+            return candidate
+    return here.parent / "workloads"
+
+
+def available_suites() -> list[str]:
+    return sorted(p.stem for p in workloads_dir().glob("*.toml"))
+
+
+def load_suite(name_or_path: str) -> SuiteSpec:
+    """Load a suite by name (a file in ``workloads/``) or by path to the user's TOML file."""
+    path = Path(name_or_path)
+    if not (path.suffix == ".toml" and path.exists()):
+        path = workloads_dir() / f"{name_or_path}.toml"
+        if not path.exists():
+            known = ", ".join(available_suites()) or "none"
+            raise SpecError(f"unknown suite {name_or_path!r} (known: {known}; or give a .toml path)")
+    try:
+        data = tomllib.loads(path.read_text())
+    except tomllib.TOMLDecodeError as exc:
+        raise SpecError(f"{path}: malformed TOML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SpecError(f"{path}: cannot read suite file: {exc}") from None
+    return parse_suite(data, name=path.stem, where=str(path))
+
+
+def parse_suite(data: dict[str, Any], *, name: str, where: str) -> SuiteSpec:
+    unknown = set(data) - {"name", "description", "defaults", "entries"}
+    if unknown:
+        raise SpecError(f"{where}: unknown top-level key(s) {sorted(unknown)}; expected "
+                        "description, defaults, [[entries]]")
+    defaults = data.get("defaults", {})
+    if not isinstance(defaults, dict):
+        raise SpecError(f"{where}: [defaults] must be a table")
+    entries_raw = data.get("entries", [])
+    if not isinstance(entries_raw, list) or not entries_raw:
+        raise SpecError(f"{where}: a suite needs at least one [[entries]] table with a workload")
+    entries = []
+    for i, entry in enumerate(entries_raw):
+        if not isinstance(entry, dict) or "workload" not in entry:
+            raise SpecError(f"{where}: entry {i + 1} has no 'workload'")
+        extra = set(entry) - {"workload", "set"}
+        if extra:
+            raise SpecError(f"{where}: entry {i + 1}: unknown key(s) {sorted(extra)} "
+                            "(put settings under 'set')")
+        overrides = entry.get("set", {})
+        if not isinstance(overrides, dict):
+            raise SpecError(f"{where}: entry {i + 1}: 'set' must be a table")
+        entries.append((str(entry["workload"]), coerce_all(overrides, f"{where}: entry {i + 1}")))
+    return SuiteSpec(
+        name=str(data.get("name", name)),
+        description=str(data.get("description", "")),
+        defaults=coerce_all(defaults, f"{where}: [defaults]"),
+        entries=tuple(entries),
+    )
+
+
+# --------------------------------------------------------------------------- expansion
+
+
+def expand(
+    workload: str,
+    layers: list[dict[str, Any]],
+    *,
+    suite: str | None = None,
+    label: str | None = None,
+) -> list[RunSpec]:
+    """Expand a workload's sweep with override layers (lowest precedence first) into RunSpecs."""
+    from greenbench.workloads import get_workload
+
+    wl = get_workload(workload)
+    merged: dict[str, Any] = dict(DEFAULTS)
+    merged.update(wl.base)
+    merged.update(wl.sweep)
+    for layer in layers:
+        merged.update(layer)
+    sweep_keys = [k for k, v in merged.items() if isinstance(v, list)]
+    specs = []
+    for combo in itertools.product(*(merged[k] for k in sweep_keys)):
+        settings = dict(merged)
+        settings.update(zip(sweep_keys, combo, strict=True))
+        spec = RunSpec(workload=workload, settings=settings, suite=suite, label=label)
+        validate(spec)
+        specs.append(spec)
+    return specs
+
+
+def expand_suite(suite: SuiteSpec, cli: dict[str, Any], *, label: str | None) -> list[RunSpec]:
+    specs: list[RunSpec] = []
+    for workload, overrides in suite.entries:
+        specs += expand(workload, [suite.defaults, overrides, cli], suite=suite.name, label=label)
+    return specs
+
+
+def validate(spec: RunSpec) -> None:
+    """Check every value; raise SpecError naming the first problem."""
+    from greenbench.data import LENGTH_DISTRIBUTIONS, COST_MODELS
+    from greenbench.models import FAMILIES
+    from greenbench.strategies import STRATEGIES
+
+    s = spec.settings
+    for key, choices in CHOICES.items():
+        if s[key] not in choices:
+            raise SpecError(f"{key}={s[key]!r} is not one of {', '.join(choices)}")
+    named = {
+        "strategy": STRATEGIES,
+        "model.family": FAMILIES,
+        "data.lengths": LENGTH_DISTRIBUTIONS,
+        "data.cost_model": COST_MODELS,
+    }
+    for key, registry in named.items():
+        if s[key] not in registry:
+            raise SpecError(f"{key}={s[key]!r} is not one of {', '.join(sorted(registry))}")
+    sizes = FAMILIES[s["model.family"]].presets
+    if s["model.size"] not in sizes:
+        raise SpecError(
+            f"model.size={s['model.size']!r} is not a {s['model.family']} preset "
+            f"({', '.join(sizes)})"
+        )
+    for key in POSITIVE:
+        if s[key] <= 0:
+            raise SpecError(f"{key} must be > 0, got {s[key]!r}")
+    for key in NON_NEGATIVE:
+        if s[key] < 0:
+            raise SpecError(f"{key} must be >= 0, got {s[key]!r}")
+    if s["train.max_steps"] < s["train.steps"]:
+        raise SpecError("train.max_steps must be >= train.steps")
+    world = s["nproc"] * s["nnodes"]
+    if s["strategy"] == "single" and world != 1:
+        raise SpecError(f"strategy 'single' runs one rank; got nproc×nnodes = {world} "
+                        "(use ddp or fsdp for several ranks)")
+    if s["data.global_batch"] % world:
+        raise SpecError(f"data.global_batch={s['data.global_batch']} must be divisible by the "
+                        f"number of ranks ({world})")
+    STRATEGIES[s["strategy"]].validate(spec)

@@ -1,0 +1,12 @@
+"""Parallel strategies, one file each; adding one is a new file and a line here."""
+
+from __future__ import annotations
+
+from greenbench.strategies.base import DistContext, Strategy, StepTimes
+from greenbench.strategies.ddp import DDP
+from greenbench.strategies.fsdp import FSDP
+from greenbench.strategies.single import Single
+
+STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (Single, DDP, FSDP)}
+
+__all__ = ["STRATEGIES", "DistContext", "StepTimes", "Strategy"]

@@ -1,0 +1,51 @@
+"""Fully sharded data parallelism with FSDP2 (``torch.distributed.fsdp.fully_shard``).
+
+Each transformer/mamba block is sharded on its own over a 1-D DeviceMesh, then the root. As in
+the post-training frameworks the ODC paper measures, parameters are all-gathered and gradients
+reduce-scattered for every microbatch, so ranks meet at every microbatch; a timed barrier
+before each microbatch measures how long a fast rank waits for a slow one.
+
+Gradient reduction is done as a sum and divided here (``set_gradient_divide_factor(1)`` and
+the loss scale), because averaging inside FSDP2 over gloo has been reported to sum instead of
+average; the equivalence test against ``single`` guards this.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
+
+from greenbench.strategies.base import Strategy
+
+
+def blocks_of(model: torch.nn.Module) -> list[torch.nn.Module]:
+    """The repeated blocks of a Hugging Face causal LM (Llama: model.layers; Mamba: layers)."""
+    for path in ("model.layers", "backbone.layers"):
+        module = model
+        try:
+            for part in path.split("."):
+                module = getattr(module, part)
+        except AttributeError:
+            continue
+        return list(module)
+    raise ValueError(f"cannot find the blocks of {type(model).__name__} to shard")
+
+
+class FSDP(Strategy):
+    name = "fsdp"
+
+    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+        mesh = init_device_mesh(self.ctx.device.type, (self.ctx.world_size,))
+        for block in blocks_of(model):
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        model.set_gradient_divide_factor(1.0)
+        return model
+
+    def wait_point(self, index: int, count: int) -> bool:
+        return index < count
+
+    def loss_scale(self, global_tokens: int) -> float:
+        # Gradients are summed over ranks (divide factor 1): sum / global_tokens is exact.
+        return 1.0 / global_tokens

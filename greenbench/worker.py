@@ -1,0 +1,269 @@
+"""Per-rank entry point: build, warm up, measure, report.
+
+Runs in the launcher's process for one rank, or as ``python -m greenbench.worker`` under torchrun
+for several. A worker never writes the database: it returns its RankResults (gathered on rank 0,
+which writes them to a JSON file the launcher reads).
+
+The measured window of each repeat is ``meter.begin()`` … steps … ``meter.end()``, with the
+device synchronised at both ends. Inside it, the only extra work per step is two clock reads and
+one arithmetic FLOP count from batch shapes; the number of steps per window is agreed once after
+warm-up (not decided per step, which would need a collective per step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import socket
+import sys
+import time
+import traceback
+from pathlib import Path
+
+import torch
+
+from greenbench.results import RankResult
+from greenbench.spec import RunSpec
+from greenbench.strategies import STRATEGIES, DistContext
+from greenbench.strategies.base import synchronize
+
+
+def dist_context(device: str, precision: str) -> DistContext:
+    """Read torchrun's environment (defaults: one rank) and pick this rank's device."""
+    rank = int(os.environ.get("RANK", 0))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if device == "cuda":
+        torch.cuda.set_device(local_rank)
+        dev = torch.device("cuda", local_rank)
+    else:
+        dev = torch.device("cpu")
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    return DistContext(rank=rank, local_rank=local_rank, world_size=world, device=dev, dtype=dtype)
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:  # Linux: writing 5 resets the process's peak RSS (VmHWM)
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """Peak device memory (cuda) or peak resident set size of this process (cpu)."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def run_rank(spec: RunSpec) -> list[RankResult]:
+    """Train this rank for warm-up plus ``repeats`` measured windows; return one result each."""
+    from greenbench.data import MarkovSource, make_step_batches
+    from greenbench.energy import select_meter
+    from greenbench.models import build_model, model_info
+    from greenbench.models.flops import flops_per_token
+
+    s = spec.settings
+    ctx = dist_context(s["device"], s["precision"])
+    torch.manual_seed(s["seed"])
+    info = model_info(s["model.family"], s["model.size"])
+    model = build_model(s["model.family"], s["model.size"], seed=s["seed"]).to(ctx.device)
+    strategy = STRATEGIES[s["strategy"]](ctx)
+    model = strategy.wrap(model)
+    model.train()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=s["train.lr"])
+    source = MarkovSource(vocab_size=info.vocab_size, seed=s["seed"])
+
+    def batch_for(step: int):
+        batches = make_step_batches(
+            step,
+            source=source,
+            lengths=s["data.lengths"],
+            seq_len=s["data.seq_len"],
+            global_batch=s["data.global_batch"],
+            micro_batch=s["data.micro_batch"],
+            world_size=ctx.world_size,
+            mode=s["data.balance"],
+            cost_model=s["data.cost_model"],
+            scale=s["data.scale"],
+            seed=s["seed"],
+        )
+        return batches[ctx.rank]
+
+    def step_flops(batch) -> float:
+        return sum(
+            mb.n_tokens * flops_per_token(info, mb.input_ids.shape[1]) for mb in batch.microbatches
+        )
+
+    step = 0
+    warm_times = []
+    for _ in range(s["train.warmup_steps"]):
+        t0 = time.perf_counter()
+        strategy.train_step(model, optimizer, batch_for(step))
+        warm_times.append(time.perf_counter() - t0)
+        step += 1
+    n_steps = steps_per_window(s, warm_times, ctx)
+
+    meter = select_meter(
+        s["device"],
+        None if s["energy.source"] == "auto" else s["energy.source"],
+        gpu_indices=[ctx.device.index or 0] if ctx.device.type == "cuda" else [],
+        local_rank=ctx.local_rank,
+    )
+    host = socket.gethostname()
+    results = []
+    try:
+        for repeat in range(s["repeats"]):
+            batches = [batch_for(step + i) for i in range(n_steps)]
+            step += n_steps
+            reset_peak_memory(ctx.device)
+            step_times: list[float] = []
+            compute_s = comm_s = wait_s = loss_sum = 0.0
+            tokens = 0
+            flops = 0.0
+            n_micro = 0
+            synchronize(ctx.device)
+            meter.begin()
+            window_start = time.perf_counter()
+            for i, batch in enumerate(batches):
+                t0 = time.perf_counter()
+                if i == 0 and repeat == 0:
+                    inject_faults(s, ctx.rank)
+                loss, times = strategy.train_step(model, optimizer, batch)
+                if s["debug.slowdown_s"]:
+                    time.sleep(s["debug.slowdown_s"])
+                    times.compute_s += s["debug.slowdown_s"]
+                step_times.append(time.perf_counter() - t0)
+                compute_s += times.compute_s
+                comm_s += times.comm_s
+                wait_s += times.wait_s
+                loss_sum += loss
+                tokens += sum(mb.n_tokens for mb in batch.microbatches)
+                flops += step_flops(batch)
+                n_micro += len(batch.microbatches)
+            synchronize(ctx.device)
+            seconds = time.perf_counter() - window_start
+            window = meter.end()
+            if window is not None and seconds < s["train.min_window_s"]:
+                window = flag_short(window, seconds, s["train.min_window_s"])
+            results.append(
+                RankResult(
+                    rank=ctx.rank,
+                    local_rank=ctx.local_rank,
+                    host=host,
+                    repeat=repeat,
+                    tokens=tokens,
+                    seconds=seconds,
+                    compute_s=compute_s,
+                    comm_s=comm_s,
+                    wait_s=wait_s,
+                    step_times_s=tuple(step_times),
+                    peak_mem_bytes=peak_memory_bytes(ctx.device),
+                    flops=flops,
+                    loss=loss_sum / max(tokens, 1),
+                    n_microbatches=n_micro,
+                    energy=window,
+                )
+            )
+    finally:
+        meter.close()
+    return results
+
+
+def steps_per_window(s: dict, warm_times: list[float], ctx: DistContext) -> int:
+    """Enough steps for a window of at least ``train.min_window_s``, agreed by every rank."""
+    n = s["train.steps"]
+    if warm_times:
+        typical = sorted(warm_times)[len(warm_times) // 2]
+        n = max(n, math.ceil(s["train.min_window_s"] * 1.1 / max(typical, 1e-6)))
+    n = min(n, s["train.max_steps"])
+    if ctx.distributed:
+        import torch.distributed as dist
+
+        t = torch.tensor([n], dtype=torch.int64)
+        if ctx.device.type == "cuda":
+            t = t.to(ctx.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        n = int(t.item())
+    return n
+
+
+def flag_short(window, seconds: float, min_s: float):
+    from dataclasses import replace
+
+    note = f"window {seconds:.2f} s is shorter than {min_s:.2f} s (raise train.max_steps)"
+    return replace(window, note=f"{window.note}; {note}" if window.note else note)
+
+
+def inject_faults(s: dict, rank: int) -> None:
+    """Test hooks (debug.* settings): make a chosen rank fail or hang."""
+    if s["debug.fail_rank"] == rank:
+        raise RuntimeError(f"injected failure on rank {rank} (debug.fail_rank)")
+    if s["debug.hang_rank"] == rank:
+        while True:
+            time.sleep(60)
+
+
+def gather(results: list[RankResult], ctx: DistContext) -> list[RankResult] | None:
+    """Collect every rank's results on rank 0 (None elsewhere)."""
+    if not ctx.distributed:
+        return results
+    import torch.distributed as dist
+
+    payload = [r.to_dict() for r in results]
+    out: list | None = [None] * ctx.world_size if ctx.rank == 0 else None
+    dist.gather_object(payload, out, dst=0)
+    if ctx.rank != 0:
+        return None
+    return [RankResult.from_dict(d) for part in out for d in part]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """torchrun entry: ``python -m greenbench.worker --spec spec.json --out DIR``."""
+    parser = argparse.ArgumentParser(prog="greenbench.worker")
+    parser.add_argument("--spec", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+    spec = RunSpec.from_dict(json.loads(args.spec.read_text()))
+    rank = int(os.environ.get("RANK", 0))
+    try:
+        import torch.distributed as dist
+
+        backend = "nccl" if spec.settings["device"] == "cuda" else "gloo"
+        dist.init_process_group(backend=backend)
+        ctx = dist_context(spec.settings["device"], spec.settings["precision"])
+        results = run_rank(spec)
+        gathered = gather(results, ctx)
+        if gathered is not None:
+            tmp = args.out / "results.json.tmp"
+            tmp.write_text(json.dumps([r.to_dict() for r in gathered]))
+            tmp.replace(args.out / "results.json")
+        dist.destroy_process_group()
+    except BaseException as exc:
+        error = {
+            "rank": rank,
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+            "time": time.time(),
+        }
+        (args.out / f"error-rank{rank}.json").write_text(json.dumps(error))
+        print(f"[rank {rank}] {error['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

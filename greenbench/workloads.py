@@ -1,0 +1,63 @@
+"""The standard workloads: each a question, base settings, and the settings it sweeps.
+
+A workload reads like an experiment plan: what is held fixed, what varies. Suites in
+``workloads/*.toml`` pick workloads and override settings; ``greenbench run --workload NAME``
+runs one with ``--set`` overrides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from greenbench.errors import SpecError
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    name: str
+    question: str
+    base: dict[str, Any] = field(default_factory=dict)
+    sweep: dict[str, list[Any]] = field(default_factory=dict)
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w
+    for w in (
+        Workload(
+            name="transformer-vs-mamba",
+            question=(
+                "Does a state-space model (Mamba) train more tokens per joule than a Transformer "
+                "of the same parameter count, and at which sequence length does it win?"
+            ),
+            base={"model.size": "tiny", "data.lengths": "fixed", "strategy": "single"},
+            sweep={"model.family": ["transformer", "mamba"], "data.seq_len": [256, 512, 1024, 2048]},
+        ),
+        Workload(
+            name="data-parallel",
+            question=(
+                "How much time do data-parallel ranks spend waiting when post-training sequence "
+                "lengths are skewed, and what does that waiting cost in joules?"
+            ),
+            base={
+                "model.size": "tiny",
+                "strategy": "ddp",
+                "nproc": 2,
+                "data.seq_len": 512,
+                "data.global_batch": 16,
+                "data.micro_batch": 2,
+                "data.balance": "same-count",
+            },
+            sweep={"strategy": ["ddp", "fsdp"], "data.lengths": ["fixed", "longalign"]},
+        ),
+    )
+}
+
+
+def get_workload(name: str) -> Workload:
+    try:
+        return WORKLOADS[name]
+    except KeyError:
+        raise SpecError(
+            f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))})"
+        ) from None
