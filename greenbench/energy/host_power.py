@@ -21,7 +21,6 @@ from __future__ import annotations
 import csv
 import math
 import os
-import platform
 import re
 from dataclasses import dataclass
 from functools import lru_cache
@@ -53,7 +52,7 @@ def cpu_model_name(cpuinfo_path: str = "/proc/cpuinfo") -> str | None:
                     return value.strip()
     except OSError:
         pass
-    return platform.processor() or None
+    return None
 
 
 def cpu_socket_count(cpuinfo_path: str = "/proc/cpuinfo") -> int:
@@ -77,8 +76,14 @@ def cpu_power_table() -> dict[str, float]:
     path = data / "hardware" / "cpu_power.csv" if data else None
     if path is None or not path.is_file():
         return {}
+    table: dict[str, float] = {}
     with path.open(encoding="utf-8-sig", newline="") as f:
-        return {row["Name"].strip(): float(row["TDP"]) for row in csv.DictReader(f) if row["TDP"]}
+        for row in csv.DictReader(f):
+            try:  # a few rows are malformed (e.g. "27.29.5"); they can never match
+                table[row["Name"].strip()] = float(row["TDP"])
+            except (TypeError, ValueError):
+                continue
+    return table
 
 
 def _tokens(s: str) -> frozenset[str]:
@@ -104,9 +109,7 @@ def match_cpu(model: str, names: list[str]) -> str | None:
     return hits[0] if len(hits) == 1 else None
 
 
-def host_cpu_tdp(
-    cpuinfo_path: str = "/proc/cpuinfo", logical_cpus: int | None = None
-) -> CpuTdp:
+def host_cpu_tdp(cpuinfo_path: str = "/proc/cpuinfo", logical_cpus: int | None = None) -> CpuTdp:
     """The whole machine's CPU TDP for the estimate, with its provenance."""
     model = cpu_model_name(cpuinfo_path)
     threads = logical_cpus or os.cpu_count() or 1
