@@ -1,19 +1,161 @@
 """DuckDB storage of runs and results: schema, migrations, writes, queries.
 
 One file, one writer (the launcher), short transactions; readers (dashboard, compare, report)
-open read-only per query and close, so that a run can write while they are open.
+open read-only per query and close, so that a run can write while they are open. DuckDB lets
+one process write and, while it does, nobody else open the file (not even read-only), so the
+writer never holds its connection between writes and both sides retry with backoff.
+
+Schema: ``store_schema.sql`` is version 1 and never changes once released; a later version is
+an entry of ``MIGRATIONS`` (SQL taking version N to N+1). A new file gets the v1 schema plus
+every migration, in one transaction, built in a temporary file and linked into place, so a
+crash never leaves a half-made database behind. A file that is not ours, or is newer than this
+code, is refused without being touched.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import secrets
 import time
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import duckdb
 import pandas as pd
 
 from greenbench.errors import StoreError
+from greenbench.results import RunOutcome
+
+SCHEMA_VERSION = 1
+#: SQL taking a database from version N (the key) to N + 1, applied in one transaction
+MIGRATIONS: dict[int, str] = {}
+
+RUN_STATUSES = ("running", "ok", "failed", "interrupted")
+FINAL_STATUSES = ("ok", "failed", "interrupted")
+_JSON_COLUMNS = ("config", "hardware", "versions", "step_times_s")
+_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
+
+#: config fields that do not define *what* is measured (how often, under which name, in which
+#: suite, with which timeout or test instrumentation), so not part of ``config_key``. The seed
+#: is part of it: another seed is another data stream and another initialisation.
+NON_IDENTITY_KEYS = frozenset({"repeats", "label", "suite", "timeout_s", "energy.idle_s"})
+NON_IDENTITY_PREFIXES = ("debug.",)
+
+T = TypeVar("T")
+
+
+def new_run_id() -> str:
+    """A fresh run id: 12 random hex characters."""
+    return secrets.token_hex(6)
+
+
+def config_key(config: dict[str, Any]) -> str:
+    """Stable 16-hex-char hash of a configuration: what makes two runs "the same config".
+
+    Canonical JSON (sorted keys, no whitespace) of ``config`` with ``NON_IDENTITY_KEYS`` and
+    ``debug.*`` removed at every nesting level, so ``RunSpec.to_dict()`` (settings nested) and
+    ``RunSpec.identity()`` (already reduced) hash alike when they describe the same settings.
+    """
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, dict):
+            return {
+                str(k): strip(v)
+                for k, v in value.items()
+                if k not in NON_IDENTITY_KEYS and not str(k).startswith(NON_IDENTITY_PREFIXES)
+            }
+        if isinstance(value, (list, tuple)):
+            return [strip(v) for v in value]
+        return value
+
+    canonical = json.dumps(strip(config), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- connections
+
+
+def _utcnow() -> datetime:
+    return datetime.now(timezone.utc).replace(tzinfo=None)
+
+
+def _is_lock_error(exc: duckdb.Error) -> bool:
+    # another process holds the file (IOException "Could not set lock"), or this process has it
+    # open with another configuration (ConnectionException "different configuration")
+    return isinstance(exc, duckdb.ConnectionException) or "lock" in str(exc).lower()
+
+
+def _check_duckdb_file(path: Path) -> None:
+    """Refuse, without opening it, a file that is not a DuckDB database."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(12)
+    except OSError as exc:
+        raise StoreError(f"cannot read results database {path}: {exc.strerror}") from None
+    if len(head) < 12 or head[8:12] != _DUCKDB_MAGIC:
+        raise StoreError(
+            f"{path} is not a DuckDB database (so not a greenbench results file); "
+            "pass another --db path"
+        )
+
+
+def _connect(
+    path: Path, *, read_only: bool, timeout_s: float, delay_s: float = 0.05
+) -> duckdb.DuckDBPyConnection:
+    """Open ``path``, retrying with backoff for ``timeout_s`` while another process holds it."""
+    deadline = time.monotonic() + timeout_s
+    delay = delay_s
+    while True:
+        try:
+            return duckdb.connect(str(path), read_only=read_only)
+        except duckdb.Error as exc:
+            if not _is_lock_error(exc):
+                raise StoreError(f"cannot open results database {path}: {exc}") from None
+            if time.monotonic() + delay > deadline:
+                raise StoreError(
+                    f"{path} is locked by another process (is a `greenbench run` writing to it?)"
+                ) from None
+        time.sleep(delay)
+        delay = min(delay * 2, 0.5)
+
+
+def _read(
+    path: Path,
+    fn: Callable[[duckdb.DuckDBPyConnection], T],
+    timeout_s: float,
+    delay_s: float = 0.05,
+) -> T:
+    """Open read-only, run ``fn`` on the connection, close; DuckDB errors become StoreError."""
+    if not path.exists():
+        raise StoreError(f"no results database at {path}: run `greenbench run --suite smoke` first")
+    _check_duckdb_file(path)
+    con = _connect(path, read_only=True, timeout_s=timeout_s, delay_s=delay_s)
+    try:
+        return fn(con)
+    except duckdb.CatalogException as exc:
+        raise StoreError(f"{path} is not a greenbench results database ({exc})") from None
+    except duckdb.Error as exc:
+        raise StoreError(f"query on {path} failed: {exc}") from None
+    finally:
+        con.close()
+
+
+def _fetch_dicts(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict]:
+    cur = con.execute(sql, params)
+    names = [d[0] for d in cur.description]
+    rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
+    for row in rows:
+        for col in _JSON_COLUMNS:
+            if isinstance(row.get(col), str):
+                row[col] = json.loads(row[col])
+    return rows
 
 
 def read_frame(
@@ -24,20 +166,396 @@ def read_frame(
     retries: int = 20,
     backoff_s: float = 0.05,
 ) -> pd.DataFrame:
-    """Run one read-only query and close the connection; retry while a writer holds the file."""
-    path = Path(db_path)
-    if not path.exists():
-        raise StoreError(f"no results database at {path}: run `greenbench run --suite smoke` first")
-    last: Exception | None = None
-    for attempt in range(retries):
+    """Run one read-only query and close the connection; retry while a writer holds the file.
+
+    The wait before giving up is what ``retries`` waits of ``backoff_s`` growing ×1.5 (each
+    capped at 0.5 s) add up to: about 8 s with the defaults. Any failure is a StoreError.
+    """
+    timeout_s = sum(min(backoff_s * 1.5**i, 0.5) for i in range(retries))
+
+    def query(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+        return con.execute(sql, params or []).df()
+
+    return _read(Path(db_path), query, timeout_s, delay_s=backoff_s)
+
+
+# --------------------------------------------------------------------------- the writer
+
+
+class Store:
+    """The results database, opened by its only writer (the launcher).
+
+    Opening validates (or creates, or migrates) the file; each write then opens the file, runs
+    one transaction and closes it. Used as a context manager, runs begun here and not finished
+    when the block exits are marked ``interrupted`` (``failed`` if an exception other than
+    KeyboardInterrupt escaped), so a killed suite never leaves rows that claim to be running.
+    """
+
+    def __init__(self, path: str | Path, *, lock_timeout_s: float = 5.0) -> None:
+        self.path = Path(path)
+        self.lock_timeout_s = lock_timeout_s
+        self._unfinished: set[str] = set()
+        self._check_location()
+        if not self.path.exists():
+            self._create()
+        version = self._inspect()
+        if version < SCHEMA_VERSION:
+            self._migrate(version)
+            self._inspect()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: Any):
+        if exc_type is None:
+            status, error = "interrupted", "the launcher closed the store before the run finished"
+        elif issubclass(exc_type, KeyboardInterrupt):
+            status, error = "interrupted", "interrupted by the user"
+        else:
+            status, error = "failed", f"{exc_type.__name__}: {exc}"
+        for run_id in sorted(self._unfinished):
+            try:
+                self.mark_run(run_id, status, error)
+            except StoreError as err:  # never mask the exception that got us here
+                warnings.warn(f"could not mark run {run_id} {status}: {err}", stacklevel=2)
+        return False
+
+    # ----------------------------------------------------------------------- opening
+
+    def _check_location(self) -> None:
+        parent = self.path.absolute().parent
+        if not parent.is_dir():
+            raise StoreError(
+                f"cannot create results database {self.path}: directory {parent} does not exist "
+                "(create it, or pass another --db)"
+            )
+        if not os.access(parent, os.W_OK | os.X_OK):
+            raise StoreError(
+                f"cannot write results database {self.path}: directory {parent} is not "
+                "writable (DuckDB writes a journal next to the file); pass another --db"
+            )
+        if self.path.exists() and (self.path.is_dir() or not os.access(self.path, os.W_OK)):
+            raise StoreError(f"{self.path} is not a writable file; pass another --db")
+
+    def _create(self) -> None:
+        tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         try:
-            con = duckdb.connect(str(path), read_only=True)
-        except duckdb.IOException as exc:  # a writer holds the lock
-            last = exc
-            time.sleep(backoff_s * (1.5**attempt))
-            continue
+            con = duckdb.connect(str(tmp))
+            try:
+                con.begin()
+                con.execute(resources.files("greenbench").joinpath("store_schema.sql").read_text())
+                con.execute("INSERT INTO schema_version VALUES (1, ?)", [_utcnow()])
+                _apply_migrations(con, 1)
+                con.commit()
+            finally:
+                con.close()
+            try:
+                os.link(tmp, self.path)  # atomic, and never replaces a file created meanwhile
+            except FileExistsError:
+                pass
+            except OSError:  # filesystems without hard links
+                if not self.path.exists():
+                    os.replace(tmp, self.path)
+        except (OSError, duckdb.Error) as exc:
+            raise StoreError(f"cannot create results database {self.path}: {exc}") from None
+        finally:
+            for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+                leftover.unlink(missing_ok=True)
+
+    def _inspect(self) -> int:
+        """Check the file is a greenbench database we understand; return its schema version."""
+        _check_duckdb_file(self.path)
+
+        def look(con: duckdb.DuckDBPyConnection) -> tuple[set[str], int | None, list[tuple]]:
+            tables = {r[0] for r in con.execute("SHOW TABLES").fetchall()}
+            if not {"runs", "results", "schema_version"} <= tables:
+                return tables, None, []
+            version = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            return tables, version, con.execute("DESCRIBE runs").fetchall()
+
+        tables, version, runs_desc = _read(self.path, look, self.lock_timeout_s)
+        if version is None:
+            raise StoreError(
+                f"{self.path} is a DuckDB database but not a greenbench results database "
+                f"(tables: {', '.join(sorted(tables)) or 'none'}); pass another --db path"
+            )
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path} has schema version {version}, newer than this greenbench "
+                f"understands ({SCHEMA_VERSION}): upgrade greenbench to write to it"
+            )
+        self._columns = {r[0] for r in runs_desc}
+        self._required = {r[0] for r in runs_desc if r[2] == "NO" and r[4] is None}
+        return version
+
+    def _migrate(self, from_version: int) -> None:
+        with self._transaction() as con:
+            # re-read under the write lock: another writer may have migrated meanwhile
+            current = con.execute("SELECT max(version) FROM schema_version").fetchone()[0]
+            try:
+                _apply_migrations(con, current)
+            except duckdb.Error as exc:
+                raise StoreError(
+                    f"migrating {self.path} from schema version {from_version} failed ({exc}); "
+                    "the file was left unchanged"
+                ) from None
+
+    @contextmanager
+    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
+        con = _connect(self.path, read_only=False, timeout_s=self.lock_timeout_s)
         try:
-            return con.execute(sql, params or []).df()
+            con.begin()
+            try:
+                yield con
+                con.commit()
+            except BaseException:
+                con.rollback()
+                raise
+        except duckdb.Error as exc:
+            raise StoreError(f"write to {self.path} failed: {exc}") from None
         finally:
             con.close()
-    raise StoreError(f"{path} stayed locked by another writer: {last}")
+
+    # ----------------------------------------------------------------------- writes
+
+    def begin_run(self, row: dict[str, Any]) -> None:
+        """Insert one ``runs`` row with status 'running' (``started_at`` defaults to now, UTC;
+        ``config_key`` defaults to ``config_key(row["config"])``)."""
+        row = dict(row)
+        unknown = set(row) - self._columns
+        if unknown:
+            raise StoreError(f"begin_run: unknown runs column(s): {', '.join(sorted(unknown))}")
+        if row.get("status", "running") != "running":
+            raise StoreError(f"begin_run: a new run has status 'running', got {row['status']!r}")
+        row["status"] = "running"
+        row.setdefault("started_at", _utcnow())
+        if row.get("config_key") is None and isinstance(row.get("config"), dict):
+            row["config_key"] = config_key(row["config"])
+        missing = sorted(c for c in self._required if row.get(c) is None)
+        if missing:
+            raise StoreError(f"begin_run: missing required runs column(s): {', '.join(missing)}")
+        for col in _JSON_COLUMNS:
+            if col in row and row[col] is not None and not isinstance(row[col], str):
+                row[col] = json.dumps(row[col], sort_keys=True, default=str)
+        for col, value in row.items():
+            if isinstance(value, datetime) and value.tzinfo is not None:
+                row[col] = value.astimezone(timezone.utc).replace(tzinfo=None)
+        cols = sorted(row)
+        sql = f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+        try:
+            with self._transaction() as con:
+                con.execute(sql, [row[c] for c in cols])
+        except StoreError as exc:
+            if "constraint" in str(exc).lower():
+                raise StoreError(
+                    f"run id {row['run_id']!r} already exists in {self.path}"
+                ) from None
+            raise
+        self._unfinished.add(row["run_id"])
+
+    def finish_run(self, run_id: str, outcome: RunOutcome) -> None:
+        """Store a run's repeats, rank results and power samples and close its ``runs`` row,
+        in one transaction. Calling it again for the same run replaces what was stored."""
+        if outcome.status not in FINAL_STATUSES:
+            raise StoreError(f"finish_run: status must be one of {FINAL_STATUSES}")
+        results = [
+            {"run_id": run_id, **r.to_dict(), "step_times_s": json.dumps(list(r.step_times_s))}
+            for r in outcome.repeats
+        ]
+        ranks = [_rank_row(run_id, r) for r in outcome.ranks]
+        samples = pd.DataFrame(
+            [
+                (run_id, r.repeat, r.rank, s.t_s, s.power_w, s.component)
+                for r in outcome.ranks
+                if r.energy is not None
+                for s in r.energy.samples
+            ],
+            columns=["run_id", "repeat", "rank", "t_s", "power_w", "component"],
+        )
+        parts = sorted({p for r in outcome.repeats for p in r.energy_source.split("+")})
+        source = "+".join(parts) if parts else None
+        measured = all(r.energy_measured for r in outcome.repeats) if outcome.repeats else None
+        hardware = json.dumps(outcome.hardware, sort_keys=True) if outcome.hardware else None
+        with self._transaction() as con:
+            self._require_run(con, run_id)
+            for table in ("results", "rank_results", "power_samples"):
+                con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+            for table, rows in (("results", results), ("rank_results", ranks)):
+                if rows:
+                    cols = list(rows[0])
+                    con.executemany(
+                        f"INSERT INTO {table} ({', '.join(cols)}) "
+                        f"VALUES ({', '.join('?' * len(cols))})",
+                        [[row[c] for c in cols] for row in rows],
+                    )
+            if len(samples):
+                con.register("_greenbench_samples", samples)
+                cols = ", ".join(samples.columns)
+                con.execute(
+                    f"INSERT INTO power_samples ({cols}) SELECT {cols} FROM _greenbench_samples"
+                )
+                con.unregister("_greenbench_samples")
+            con.execute(
+                "UPDATE runs SET status = ?, error = ?, failed_rank = ?, finished_at = ?, "
+                "energy_source = COALESCE(?, energy_source), "
+                "energy_measured = COALESCE(?::BOOLEAN, energy_measured), "
+                "peak_flops = COALESCE(?::DOUBLE, peak_flops), "
+                "peak_flops_source = COALESCE(?, peak_flops_source), "
+                "hardware = COALESCE(?::JSON, hardware) WHERE run_id = ?",
+                [outcome.status, outcome.error, outcome.failed_rank, _utcnow(), source, measured,
+                 outcome.peak_flops, outcome.peak_flops_source, hardware, run_id],
+            )  # fmt: skip
+        self._unfinished.discard(run_id)
+
+    def mark_run(self, run_id: str, status: str, error: str | None = None) -> None:
+        """Set a run's final status (and error text) without results, e.g. 'interrupted'."""
+        if status not in FINAL_STATUSES:
+            raise StoreError(f"mark_run: status must be one of {FINAL_STATUSES}, got {status!r}")
+        with self._transaction() as con:
+            self._require_run(con, run_id)
+            con.execute(
+                "UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE run_id = ?",
+                [status, error, _utcnow(), run_id],
+            )
+        self._unfinished.discard(run_id)
+
+    def _require_run(self, con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+        if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone() is None:
+            raise StoreError(f"no run {run_id!r} in {self.path} (begin_run it first)")
+
+
+def _apply_migrations(con: duckdb.DuckDBPyConnection, from_version: int) -> None:
+    for version in range(from_version, SCHEMA_VERSION):
+        if version not in MIGRATIONS:
+            raise StoreError(f"no migration from schema version {version} to {version + 1}")
+        con.execute(MIGRATIONS[version])
+        con.execute("INSERT INTO schema_version VALUES (?, ?)", [version + 1, _utcnow()])
+
+
+def _rank_row(run_id: str, r: Any) -> dict[str, Any]:
+    w = r.energy
+    return {
+        "run_id": run_id, "repeat": r.repeat, "rank": r.rank, "local_rank": r.local_rank,
+        "host": r.host, "tokens": r.tokens, "seconds": r.seconds, "compute_s": r.compute_s,
+        "comm_s": r.comm_s, "wait_s": r.wait_s, "peak_mem_bytes": r.peak_mem_bytes,
+        "flops": r.flops, "loss": r.loss, "n_microbatches": r.n_microbatches,
+        "step_times_s": json.dumps(list(r.step_times_s)),
+        "energy_source": w.source if w else None,
+        "energy_measured": w.measured if w else None,
+        "energy_seconds": w.seconds if w else None,
+        "energy_j": w.energy_j if w else None,
+        "energy_gpu_j": w.energy_gpu_j if w else None,
+        "energy_cpu_j": w.energy_cpu_j if w else None,
+        "energy_dram_j": w.energy_dram_j if w else None,
+        "energy_note": w.note if w else None,
+    }  # fmt: skip
+
+
+# --------------------------------------------------------------------------- queries
+
+
+def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd.DataFrame:
+    """Runs, newest first, with ``n_repeats`` and the medians of tokens/s and J/token.
+
+    ``filters`` are ``column=value`` on ``runs`` columns (a list or tuple means IN, None means
+    IS NULL), e.g. ``list_runs(db, workload="fsdp-vs-odc", label=["main", "feature"])``.
+    """
+
+    def query(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+        columns = {r[0] for r in con.execute("DESCRIBE runs").fetchall()}
+        where, params = [], []
+        for col, value in filters.items():
+            if col not in columns:
+                raise StoreError(f"unknown runs column {col!r} to filter on")
+            if value is None:
+                where.append(f"ru.{col} IS NULL")
+            elif isinstance(value, (list, tuple, set)):
+                where.append(f"ru.{col} IN ({', '.join('?' * len(value))})")
+                params += list(value)
+            else:
+                where.append(f"ru.{col} = ?")
+                params.append(value)
+        sql = (
+            "SELECT ru.*, COALESCE(s.n_repeats, 0) AS n_repeats, s.tokens_per_s_median, "
+            "s.joules_per_token_median FROM runs ru LEFT JOIN (SELECT run_id, count(*) AS "
+            "n_repeats, median(tokens_per_s) AS tokens_per_s_median, median(joules_per_token) "
+            "AS joules_per_token_median FROM results GROUP BY run_id) s USING (run_id)"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY ru.started_at DESC, ru.run_id"
+            + (f" LIMIT {int(limit)}" if limit is not None else "")
+        )
+        return con.execute(sql, params).df()
+
+    return _read(Path(db_path), query, timeout_s=8.0)
+
+
+def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
+    """One run row (JSON columns parsed) with ``results`` and ``rank_results`` as lists of
+    dicts; ``run_id`` may be a unique prefix. Unknown or ambiguous → StoreError."""
+    if not run_id:
+        raise StoreError("get_run needs a run id (or a unique prefix of one)")
+
+    def query(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        runs = _fetch_dicts(
+            con, "SELECT * FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id", [run_id]
+        )
+        exact = [r for r in runs if r["run_id"] == run_id]
+        if exact:
+            runs = exact
+        if not runs:
+            raise StoreError(f"no run {run_id!r} in {db_path}: `greenbench list runs` shows them")
+        if len(runs) > 1:
+            ids = ", ".join(r["run_id"] for r in runs[:5])
+            raise StoreError(f"run id prefix {run_id!r} is ambiguous: matches {ids}")
+        run, rid = runs[0], runs[0]["run_id"]
+        run["results"] = _fetch_dicts(
+            con, "SELECT * FROM results WHERE run_id = ? ORDER BY repeat", [rid]
+        )
+        run["rank_results"] = _fetch_dicts(
+            con, "SELECT * FROM rank_results WHERE run_id = ? ORDER BY repeat, rank", [rid]
+        )
+        return run
+
+    return _read(Path(db_path), query, timeout_s=8.0)
+
+
+def power_samples(db_path: str | Path, run_id: str) -> pd.DataFrame:
+    """The power time series of one run (exact id), ordered by repeat, rank, time."""
+    return read_frame(
+        db_path,
+        "SELECT * FROM power_samples WHERE run_id = ? ORDER BY repeat, rank, component, t_s",
+        [run_id],
+    )
+
+
+def unfinished_runs(db_path: str | Path) -> pd.DataFrame:
+    """Runs still marked 'running' (their launcher is writing, or was killed), oldest first."""
+    return read_frame(db_path, "SELECT * FROM runs WHERE status = 'running' ORDER BY started_at")
+
+
+EXPORT_FORMATS = ("csv", "json", "parquet")
+
+
+def export(db_path: str | Path, fmt: str, out: str | Path) -> list[Path]:
+    """Write runs joined with their results (one row per repeat; runs without results keep one
+    row of NULL results) to one file; ``out`` is a file path or an existing directory (then
+    ``greenbench.<fmt>`` inside it). ``energy_source``/``energy_measured`` are per repeat."""
+    if fmt not in EXPORT_FORMATS:
+        raise StoreError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
+    out = Path(out)
+    target = out / f"greenbench.{fmt}" if out.is_dir() else out
+    if not target.parent.is_dir():
+        raise StoreError(f"cannot export to {target}: directory {target.parent} does not exist")
+    sql = (
+        "SELECT ru.* EXCLUDE (energy_source, energy_measured), "
+        "COALESCE(re.energy_source, ru.energy_source) AS energy_source, "
+        "COALESCE(re.energy_measured, ru.energy_measured) AS energy_measured, "
+        "re.* EXCLUDE (run_id, energy_source, energy_measured) "
+        "FROM runs ru LEFT JOIN results re USING (run_id) "
+        "ORDER BY ru.started_at, ru.run_id, re.repeat"
+    )
+    # DuckDB's COPY writes doubles at full precision and JSON columns as nested JSON
+    options = {"csv": "FORMAT csv, HEADER", "json": "FORMAT json, ARRAY true"}
+    copy = f"COPY ({sql}) TO ? ({options.get(fmt, 'FORMAT parquet')})"
+    _read(Path(db_path), lambda con: con.execute(copy, [str(target)]), timeout_s=8.0)
+    return [target]

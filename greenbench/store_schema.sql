@@ -93,6 +93,9 @@ CREATE TABLE IF NOT EXISTS rank_results (
     energy_cpu_j    DOUBLE,
     energy_dram_j   DOUBLE,
     energy_note     VARCHAR,
+    energy_measured BOOLEAN,              -- the rank's EnergyWindow.measured (NULL: no window)
+    energy_seconds  DOUBLE,               -- the rank's EnergyWindow.seconds
+    step_times_s    JSON,                 -- this rank's raw per-step times of the window
     PRIMARY KEY (run_id, repeat, rank)
 );
 

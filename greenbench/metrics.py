@@ -1,0 +1,171 @@
+"""Per-repeat metrics from per-rank measurements: throughput, energy, J/token, MFU, percentiles.
+
+Pure functions of numbers (no torch, no I/O), so the launcher, the dashboard and the tests
+compute them the same way. Conventions, each chosen once here:
+
+- **Seconds** of a repeat is the slowest rank's window: ranks of one job finish together.
+- **Energy** is the sum of the windows ranks carry (each GPU read by its owner, CPU/DRAM of a
+  node by its local rank 0, so nothing is counted twice). If any window failed to read, the
+  repeat's energy is None with a note: never a partial sum passed off as the whole.
+- **Net energy** = gross − ``idle_power_w`` × seconds, where ``idle_power_w`` is the idle power
+  of everything the meters read, i.e. the node-level idle power summed over the nodes.
+- **Step times**: a data-parallel step ends when its slowest rank does, so the repeat's step
+  times are the element-wise max over ranks when all ranks timed the same number of steps;
+  otherwise (pipeline schedules) the pooled union of every rank's step times, noted.
+- **Wait energy** = energy × wait fraction: an attribution estimate (it assumes power is flat
+  across compute and waiting), not a measurement.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from greenbench.energy.base import EnergyWindow
+from greenbench.results import RankResult, RepeatResult
+from greenbench.stats import median_ci, percentile
+
+JOULES_PER_KWH = 3.6e6
+
+
+def mfu(
+    flops: float, seconds: float, peak_flops_per_device: float | None, n_devices: int
+) -> float | None:
+    """Model FLOPs utilisation: achieved FLOP/s over the devices' peak; None without a peak.
+
+    ``peak_flops_per_device`` must be the peak of the device the work ran on (a GPU datasheet
+    figure, or the CPU GEMM calibration for CPU ranks), never a GPU figure for CPU work.
+    """
+    if seconds <= 0:
+        raise ValueError(f"mfu needs seconds > 0, got {seconds}")
+    if n_devices < 1:
+        raise ValueError(f"mfu needs n_devices >= 1, got {n_devices}")
+    if peak_flops_per_device is None or peak_flops_per_device <= 0:
+        return None
+    return flops / (seconds * peak_flops_per_device * n_devices)
+
+
+def _energy(
+    ranks: Sequence[RankResult],
+) -> tuple[str, bool, float | None, dict[str, float | None], list[str]]:
+    """Source, measured, gross joules, per-component joules and notes from the ranks' windows."""
+    windows: list[tuple[int, EnergyWindow]] = [(r.rank, r.energy) for r in ranks if r.energy]
+    none = {"energy_gpu_j": None, "energy_cpu_j": None, "energy_dram_j": None}
+    if not windows:
+        return "none", False, None, none, ["no rank read an energy meter"]
+    notes = [f"rank {rank}: {w.note}" for rank, w in windows if w.note]
+    sources = sorted({w.source for _, w in windows})
+    measured = all(w.measured for _, w in windows)
+    if len(sources) > 1:
+        notes.append(f"ranks used different energy sources ({', '.join(sources)})")
+        if not measured and any(w.measured for _, w in windows):
+            notes.append("part of the energy is an estimate, so the total counts as one")
+    failed = [rank for rank, w in windows if w.energy_j is None]
+    if failed:
+        notes.append(f"energy unknown: meter read failed on rank(s) {failed}")
+        return "+".join(sources), measured, None, none, notes
+    parts: dict[str, float | None] = {}
+    for name in none:
+        known = [getattr(w, name) for _, w in windows if getattr(w, name) is not None]
+        parts[name] = math.fsum(known) if known else None
+    total = math.fsum(w.energy_j for _, w in windows if w.energy_j is not None)
+    return "+".join(sources), measured, total, parts, notes
+
+
+def _step_times(ranks: Sequence[RankResult]) -> tuple[tuple[float, ...], str]:
+    lengths = {len(r.step_times_s) for r in ranks}
+    if len(lengths) == 1:
+        return tuple(max(steps) for steps in zip(*(r.step_times_s for r in ranks), strict=True)), ""
+    pooled = tuple(t for r in ranks for t in r.step_times_s)
+    return pooled, "ranks timed different step counts: step percentiles pool all ranks' steps"
+
+
+def aggregate_repeat(
+    ranks: list[RankResult],
+    *,
+    idle_power_w: float | None,
+    peak_flops: float | None,
+    n_devices: int,
+    carbon_g_per_kwh: float | None,
+) -> RepeatResult:
+    """Combine one repeat's rank results into the ``results`` row (conventions: module doc).
+
+    ``idle_power_w`` is the summed idle power of the nodes (None: no net energy);
+    ``peak_flops`` is per device (None: no MFU); ``carbon_g_per_kwh`` None: no CO2.
+    """
+    if not ranks:
+        raise ValueError("aggregate_repeat needs at least one rank result")
+    repeats = {r.repeat for r in ranks}
+    if len(repeats) != 1:
+        raise ValueError(f"rank results of different repeats mixed: {sorted(repeats)}")
+    step_times, step_note = _step_times(ranks)
+    if not step_times:
+        raise ValueError("rank results carry no step times")
+    tokens = sum(r.tokens for r in ranks)
+    seconds = max(r.seconds for r in ranks)
+    if seconds <= 0:
+        raise ValueError(f"measured window must last > 0 s, got {seconds}")
+    source, measured, energy_j, parts, notes = _energy(ranks)
+    if step_note:
+        notes.append(step_note)
+
+    energy_net_j = None
+    if energy_j is not None and idle_power_w is not None:
+        energy_net_j = energy_j - idle_power_w * seconds
+        if energy_net_j < 0:
+            notes.append("net energy < 0: idle power exceeds the window's mean power")
+    total_s = math.fsum(r.seconds for r in ranks)
+    wait_fraction = math.fsum(r.wait_s for r in ranks) / total_s
+    flops = math.fsum(r.flops for r in ranks)
+    if tokens > 0:
+        loss = math.fsum(r.loss * r.tokens for r in ranks) / tokens
+    else:
+        loss = math.fsum(r.loss for r in ranks) / len(ranks)
+
+    def per_token(joules: float | None) -> float | None:
+        return joules / tokens if joules is not None and tokens > 0 else None
+
+    return RepeatResult(
+        repeat=repeats.pop(),
+        tokens=tokens,
+        seconds=seconds,
+        tokens_per_s=tokens / seconds,
+        energy_source=source,
+        energy_measured=measured,
+        energy_j=energy_j,
+        energy_net_j=energy_net_j,
+        energy_gpu_j=parts["energy_gpu_j"],
+        energy_cpu_j=parts["energy_cpu_j"],
+        energy_dram_j=parts["energy_dram_j"],
+        idle_power_w=idle_power_w,
+        joules_per_token=per_token(energy_j),
+        net_joules_per_token=per_token(energy_net_j),
+        flops=flops,
+        mfu=mfu(flops, seconds, peak_flops, n_devices),
+        peak_mem_bytes=max(r.peak_mem_bytes for r in ranks),
+        step_time_p50_s=percentile(step_times, 50),
+        step_time_p95_s=percentile(step_times, 95),
+        wait_fraction=wait_fraction,
+        wait_energy_j=energy_j * wait_fraction if energy_j is not None else None,
+        co2_g=(
+            energy_j / JOULES_PER_KWH * carbon_g_per_kwh
+            if energy_j is not None and carbon_g_per_kwh is not None
+            else None
+        ),
+        loss=loss,
+        energy_note="; ".join(notes),
+        step_times_s=step_times,
+    )
+
+
+def summarise(values: Iterable[float | None], confidence: float = 0.95) -> dict[str, Any]:
+    """Median and its distribution-free CI over repeats: ``{n, median, ci_low, ci_high, min,
+    max}``. None and NaN values (unknown energy) are left out and counted in ``n_missing``."""
+    all_values = list(values)
+    xs = [float(v) for v in all_values if v is not None and not math.isnan(v)]
+    out: dict[str, Any] = {"n": len(xs), "n_missing": len(all_values) - len(xs)}
+    if not xs:
+        return out | dict.fromkeys(("median", "ci_low", "ci_high", "min", "max"))
+    med, low, high = median_ci(xs, confidence)
+    return out | {"median": med, "ci_low": low, "ci_high": high, "min": min(xs), "max": max(xs)}

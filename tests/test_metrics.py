@@ -1,0 +1,169 @@
+"""metrics: MFU, per-repeat aggregation over ranks, summaries — against hand-computed numbers."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from greenbench.energy.base import EnergyWindow
+from greenbench.metrics import aggregate_repeat, mfu, summarise
+from greenbench.results import RankResult
+
+
+def window(source: str = "estimate", energy_j: float | None = 100.0, **kw) -> EnergyWindow:
+    return EnergyWindow(
+        source=source, measured=source != "estimate", seconds=2.0, energy_j=energy_j, **kw
+    )
+
+
+def rank(r: int, **kw) -> RankResult:
+    base = {
+        "rank": r,
+        "local_rank": r,
+        "host": "h",
+        "repeat": 0,
+        "tokens": 1000,
+        "seconds": 2.0,
+        "compute_s": 1.5,
+        "comm_s": 0.3,
+        "wait_s": 0.2,
+        "step_times_s": (0.5, 0.6, 0.4, 0.5),
+        "peak_mem_bytes": 100,
+        "flops": 3e9,
+        "loss": 2.0,
+        "n_microbatches": 2,
+        "energy": None,
+    }
+    return RankResult(**(base | kw))
+
+
+def two_ranks() -> list[RankResult]:
+    return [
+        rank(0, energy=window(energy_j=100.0, energy_cpu_j=80.0)),
+        rank(
+            1,
+            tokens=3000,
+            seconds=2.5,
+            wait_s=0.5,
+            step_times_s=(0.7, 0.5, 0.6, 0.7),
+            peak_mem_bytes=300,
+            flops=9e9,
+            loss=3.0,
+            energy=window(energy_j=50.0, energy_gpu_j=50.0),
+        ),
+    ]
+
+
+def aggregate(ranks: list[RankResult], **kw):
+    args = {"idle_power_w": 10.0, "peak_flops": 1e10, "n_devices": 2, "carbon_g_per_kwh": 400.0}
+    return aggregate_repeat(ranks, **(args | kw))
+
+
+def test_mfu() -> None:
+    assert mfu(6e10, 3.0, 1e10, 4) == pytest.approx(0.5)  # 6e10 / (3 s × 1e10 × 4)
+    assert mfu(6e10, 3.0, None, 4) is None
+    with pytest.raises(ValueError):
+        mfu(1.0, 0.0, 1e10, 1)
+    with pytest.raises(ValueError):
+        mfu(1.0, 1.0, 1e10, 0)
+
+
+def test_aggregate_two_ranks_by_hand() -> None:
+    r = aggregate(two_ranks())
+    assert r.repeat == 0
+    assert r.tokens == 4000
+    assert r.seconds == 2.5  # the slowest rank
+    assert r.tokens_per_s == pytest.approx(1600.0)
+    assert (r.energy_source, r.energy_measured) == ("estimate", False)
+    assert r.energy_j == pytest.approx(150.0)
+    assert (r.energy_cpu_j, r.energy_gpu_j, r.energy_dram_j) == (80.0, 50.0, None)
+    assert r.energy_net_j == pytest.approx(125.0)  # 150 − 10 W × 2.5 s
+    assert r.joules_per_token == pytest.approx(0.0375)
+    assert r.net_joules_per_token == pytest.approx(0.03125)
+    assert r.flops == pytest.approx(1.2e10)
+    assert r.mfu == pytest.approx(0.24)  # 1.2e10 / (2.5 s × 1e10 × 2)
+    assert r.peak_mem_bytes == 300
+    assert r.step_times_s == (0.7, 0.6, 0.6, 0.7)  # element-wise max over ranks
+    assert r.step_time_p50_s == pytest.approx(0.65)
+    assert r.step_time_p95_s == pytest.approx(0.7)
+    assert r.wait_fraction == pytest.approx(0.7 / 4.5)
+    assert r.wait_energy_j == pytest.approx(150.0 * 0.7 / 4.5)
+    assert r.co2_g == pytest.approx(150.0 / 3.6e6 * 400.0)
+    assert r.loss == pytest.approx((2.0 * 1000 + 3.0 * 3000) / 4000)
+    assert r.energy_note == ""
+
+
+def test_failed_meter_gives_no_energy_not_zero() -> None:
+    ranks = two_ranks()
+    ranks[1] = replace(ranks[1], energy=window(energy_j=None, note="read error: EIO"))
+    r = aggregate(ranks)
+    assert r.energy_j is None and r.energy_net_j is None
+    assert r.joules_per_token is None and r.net_joules_per_token is None
+    assert r.wait_energy_j is None and r.co2_g is None
+    assert (r.energy_cpu_j, r.energy_gpu_j) == (None, None)
+    assert "rank(s) [1]" in r.energy_note and "read error: EIO" in r.energy_note
+    assert r.energy_source == "estimate"
+    assert r.tokens_per_s == pytest.approx(1600.0)  # the rest is still reported
+
+
+def test_mixed_sources_are_named_and_an_estimate_taints_measured() -> None:
+    ranks = two_ranks()
+    r = aggregate(
+        [replace(ranks[0], energy=window("rapl")), replace(ranks[1], energy=window("nvml"))]
+    )
+    assert (r.energy_source, r.energy_measured) == ("nvml+rapl", True)
+    assert "different energy sources" in r.energy_note
+    r = aggregate([replace(ranks[0], energy=window("rapl")), ranks[1]])
+    assert (r.energy_source, r.energy_measured) == ("estimate+rapl", False)
+    assert "part of the energy is an estimate" in r.energy_note
+
+
+def test_no_meter_at_all() -> None:
+    r = aggregate([rank(0), rank(1)])
+    assert (r.energy_source, r.energy_measured, r.energy_j) == ("none", False, None)
+    assert "no rank read an energy meter" in r.energy_note
+
+
+def test_only_owning_rank_carries_energy() -> None:
+    r = aggregate([rank(0, energy=window(energy_j=90.0)), rank(1)])
+    assert r.energy_j == 90.0 and r.joules_per_token == pytest.approx(90.0 / 2000)
+
+
+def test_optional_inputs_unknown() -> None:
+    r = aggregate(two_ranks(), idle_power_w=None, peak_flops=None, carbon_g_per_kwh=None)
+    assert r.energy_j == pytest.approx(150.0)
+    assert (r.energy_net_j, r.net_joules_per_token, r.mfu, r.co2_g) == (None, None, None, None)
+
+
+def test_negative_net_energy_is_flagged() -> None:
+    r = aggregate([rank(0, energy=window(energy_j=10.0))], idle_power_w=20.0, n_devices=1)
+    assert r.energy_net_j == pytest.approx(-30.0)
+    assert "net energy < 0" in r.energy_note
+
+
+def test_unequal_step_counts_pool_steps() -> None:
+    r = aggregate([rank(0, step_times_s=(1.0, 2.0)), rank(1, step_times_s=(3.0,))])
+    assert r.step_times_s == (1.0, 2.0, 3.0)
+    assert r.step_time_p50_s == 2.0
+    assert "pool" in r.energy_note
+
+
+def test_bad_inputs() -> None:
+    with pytest.raises(ValueError, match="at least one"):
+        aggregate([])
+    with pytest.raises(ValueError, match="different repeats"):
+        aggregate([rank(0), rank(1, repeat=1)])
+
+
+def test_summarise() -> None:
+    s = summarise([3.0, 1.0, 2.0, None, math.nan])
+    assert (s["n"], s["n_missing"], s["median"]) == (3, 2, 2.0)
+    assert (s["ci_low"], s["ci_high"], s["min"], s["max"]) == (1.0, 3.0, 1.0, 3.0)
+    # n = 9: coverage of [x(2), x(8)] is 1 − 2·P(Bin(9, ½) ≤ 1) = 1 − 20/512 ≈ 0.961 ≥ 0.95,
+    # of [x(3), x(7)] 1 − 2·46/512 ≈ 0.820 < 0.95
+    s = summarise(range(9, 0, -1))
+    assert (s["median"], s["ci_low"], s["ci_high"]) == (5.0, 2.0, 8.0)
+    empty = summarise([None])
+    assert empty["n"] == 0 and empty["median"] is None and empty["n_missing"] == 1

@@ -1,0 +1,503 @@
+"""Store: round trips, refusals that leave files untouched, migrations, locking, export."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+import pytest
+
+from greenbench import store as store_mod
+from greenbench.energy.base import EnergyWindow, PowerSample
+from greenbench.errors import StoreError
+from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.store import (
+    Store,
+    config_key,
+    export,
+    get_run,
+    list_runs,
+    new_run_id,
+    power_samples,
+    read_frame,
+    unfinished_runs,
+)
+
+
+def run_row(run_id: str, **extra: Any) -> dict[str, Any]:
+    row = {
+        "run_id": run_id,
+        "suite": "smoke",
+        "workload": "transformer-vs-mamba",
+        "config_name": "transformer/tiny seq=256 fixed single×1",
+        "config": {"workload": "transformer-vs-mamba", "settings": {"data.seq_len": 256}},
+        "model_family": "transformer",
+        "model_size": "tiny",
+        "strategy": "ddp",
+        "layout": "dp2",
+        "device": "cpu",
+        "device_type": "cpu:Test CPU",
+        "nproc": 2,
+        "nnodes": 1,
+        "precision": "fp32",
+        "seq_len": 256,
+        "lengths": "fixed",
+        "energy_source": "rapl",
+        "energy_measured": True,
+        "region": "FRA",
+        "carbon_intensity_g_per_kwh": 56.0,
+        "label": "main",
+        "git_sha": "abc123",
+        "host": "node-a",
+        "hardware": {"cpu_model": "Test CPU"},
+        "versions": {"torch": "2.13.0+cpu"},
+    }
+    return row | extra
+
+
+def make_outcome() -> RunOutcome:
+    def window(energy_j: float | None, samples: tuple[PowerSample, ...]) -> EnergyWindow:
+        return EnergyWindow("rapl", True, 2.0, energy_j, None, energy_j, None, samples, "ok")
+
+    ranks = [
+        RankResult(
+            rank=rank,
+            local_rank=rank,
+            host="node-a",
+            repeat=repeat,
+            tokens=1000 + rank,
+            seconds=2.0 + rank / 10,
+            compute_s=1.5,
+            comm_s=0.25,
+            wait_s=0.25,
+            step_times_s=(0.5, 0.75, 0.5),
+            peak_mem_bytes=3_000_000_000 + rank,
+            flops=1.5e12,
+            loss=2.5 + repeat,
+            n_microbatches=4,
+            energy=window(
+                100.0 + repeat, (PowerSample(0.0, 50.0, "cpu0"), PowerSample(1.0, 51.5, "cpu0"))
+            )
+            if rank == 0
+            else None,
+        )
+        for repeat in range(2)
+        for rank in range(2)
+    ]
+    repeats = [
+        RepeatResult(
+            repeat=k,
+            tokens=2001,
+            seconds=2.1,
+            tokens_per_s=952.8,
+            energy_source="rapl",
+            energy_measured=True,
+            energy_j=100.0 + k,
+            energy_net_j=80.0,
+            energy_gpu_j=None,
+            energy_cpu_j=100.0,
+            energy_dram_j=None,
+            idle_power_w=9.5,
+            joules_per_token=0.05,
+            net_joules_per_token=0.04,
+            flops=3e12,
+            mfu=None,
+            peak_mem_bytes=3_000_000_001,
+            step_time_p50_s=0.5,
+            step_time_p95_s=0.75,
+            wait_fraction=0.12,
+            wait_energy_j=12.0,
+            co2_g=0.0016,
+            loss=3.0,
+            energy_note="a note",
+            step_times_s=(0.5, 0.75, 0.5),
+        )
+        for k in range(2)
+    ]
+    return RunOutcome(
+        status="ok",
+        repeats=repeats,
+        ranks=ranks,
+        peak_flops=1.1e11,
+        peak_flops_source="cpu-gemm-calibration",
+        hardware={"cpu_model": "Test CPU", "logical_cores": 2},
+    )
+
+
+def snapshot(path: Path) -> tuple[bytes, int, list[str]]:
+    return path.read_bytes(), path.stat().st_mtime_ns, sorted(p.name for p in path.parent.iterdir())
+
+
+# --------------------------------------------------------------------------- round trip
+
+
+def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
+    db = tmp_path / "g.duckdb"
+    outcome = make_outcome()
+    with Store(db) as store:
+        store.begin_run(run_row("0123456789ab"))
+        assert get_run(db, "0123456789ab")["status"] == "running"
+        store.finish_run("0123456789ab", outcome)
+
+    run = get_run(db, "0123")  # a unique prefix works
+    expected = run_row("0123456789ab")
+    for key, value in expected.items():
+        if key != "hardware":
+            assert run[key] == value, key
+    assert run["config_key"] == config_key(expected["config"])
+    assert run["hardware"] == outcome.hardware  # finish_run's hardware replaces begin_run's
+    assert run["status"] == "ok" and run["error"] is None and run["failed_rank"] is None
+    assert run["peak_flops"] == 1.1e11 and run["peak_flops_source"] == "cpu-gemm-calibration"
+    assert run["started_at"] <= run["finished_at"]
+
+    repeats = []
+    for row in run["results"]:
+        fields = {k: v for k, v in row.items() if k != "run_id"}
+        repeats.append(RepeatResult(**fields | {"step_times_s": tuple(row["step_times_s"])}))
+    assert repeats == outcome.repeats
+
+    samples = power_samples(db, "0123456789ab")
+    rebuilt = []
+    for row in run["rank_results"]:
+        energy = None
+        if row["energy_source"] is not None:
+            mine = samples[(samples["repeat"] == row["repeat"]) & (samples["rank"] == row["rank"])]
+            energy = EnergyWindow(
+                source=row["energy_source"],
+                measured=row["energy_measured"],
+                seconds=row["energy_seconds"],
+                energy_j=row["energy_j"],
+                energy_gpu_j=row["energy_gpu_j"],
+                energy_cpu_j=row["energy_cpu_j"],
+                energy_dram_j=row["energy_dram_j"],
+                samples=tuple(
+                    PowerSample(s.t_s, s.power_w, s.component) for s in mine.itertuples()
+                ),
+                note=row["energy_note"],
+            )
+        fields = {k: v for k, v in row.items() if k in RankResult.__slots__}
+        fields |= {"step_times_s": tuple(row["step_times_s"]), "energy": energy}
+        rebuilt.append(RankResult(**fields))
+    assert rebuilt == outcome.ranks
+    assert len(samples) == 4
+
+    runs = list_runs(db)
+    assert list(runs["run_id"]) == ["0123456789ab"]
+    assert runs.loc[0, "n_repeats"] == 2 and runs.loc[0, "joules_per_token_median"] == 0.05
+
+
+def test_writes_do_not_hold_the_file(tmp_path: Path) -> None:
+    db = tmp_path / "g.duckdb"
+    store = Store(db)
+    store.begin_run(run_row("aaaaaaaaaaaa"))
+    # a writer connection still open in this process would refuse a read-only one
+    duckdb.connect(str(db), read_only=True).close()
+    assert list(unfinished_runs(db)["run_id"]) == ["aaaaaaaaaaaa"]
+    store.mark_run("aaaaaaaaaaaa", "interrupted", "stopped")
+    assert unfinished_runs(db).empty
+    assert get_run(db, "aaaaaaaaaaaa")["error"] == "stopped"
+
+
+def test_finish_run_again_replaces_rows(tmp_path: Path) -> None:
+    db = tmp_path / "g.duckdb"
+    store = Store(db)
+    store.begin_run(run_row("aaaaaaaaaaaa"))
+    store.finish_run("aaaaaaaaaaaa", make_outcome())
+    store.finish_run("aaaaaaaaaaaa", RunOutcome(status="failed", error="boom", failed_rank=1))
+    run = get_run(db, "aaaaaaaaaaaa")
+    assert (run["status"], run["error"], run["failed_rank"]) == ("failed", "boom", 1)
+    assert run["results"] == [] and run["rank_results"] == []
+    assert run["energy_source"] == "rapl"  # kept from begin_run when no repeat says otherwise
+    assert power_samples(db, "aaaaaaaaaaaa").empty
+
+
+def test_bad_writes_raise_and_write_nothing(tmp_path: Path) -> None:
+    db = tmp_path / "g.duckdb"
+    store = Store(db)
+    with pytest.raises(StoreError, match="unknown runs column"):
+        store.begin_run(run_row("aaaaaaaaaaaa", colour="red"))
+    with pytest.raises(StoreError, match=r"missing required runs column.*workload"):
+        store.begin_run({k: v for k, v in run_row("aaaaaaaaaaaa").items() if k != "workload"})
+    assert list_runs(db).empty
+    store.begin_run(run_row("aaaaaaaaaaaa"))
+    with pytest.raises(StoreError, match="already exists"):
+        store.begin_run(run_row("aaaaaaaaaaaa"))
+    with pytest.raises(StoreError, match="no run 'bbbbbbbbbbbb'"):
+        store.finish_run("bbbbbbbbbbbb", make_outcome())
+    with pytest.raises(StoreError, match="status must be"):
+        store.mark_run("aaaaaaaaaaaa", "done")
+    assert len(list_runs(db)) == 1
+
+
+def test_context_manager_closes_unfinished_runs(tmp_path: Path) -> None:
+    db = tmp_path / "g.duckdb"
+    with pytest.raises(RuntimeError), Store(db) as store:
+        store.begin_run(run_row("aaaaaaaaaaaa"))
+        raise RuntimeError("worker exploded")
+    with pytest.raises(KeyboardInterrupt), Store(db) as store:
+        store.begin_run(run_row("bbbbbbbbbbbb"))
+        raise KeyboardInterrupt
+    a, b = get_run(db, "aaaaaaaaaaaa"), get_run(db, "bbbbbbbbbbbb")
+    assert (a["status"], a["error"]) == ("failed", "RuntimeError: worker exploded")
+    assert b["status"] == "interrupted"
+    assert unfinished_runs(db).empty
+
+
+def test_get_run_unknown_and_ambiguous(tmp_path: Path) -> None:
+    db = tmp_path / "g.duckdb"
+    store = Store(db)
+    store.begin_run(run_row("abc111111111"))
+    store.begin_run(run_row("abc222222222"))
+    with pytest.raises(StoreError, match="ambiguous"):
+        get_run(db, "abc")
+    with pytest.raises(StoreError, match="no run 'fff'"):
+        get_run(db, "fff")
+    assert get_run(db, "abc2")["run_id"] == "abc222222222"
+
+
+def test_ids_and_config_key() -> None:
+    ids = {new_run_id() for _ in range(100)}
+    assert len(ids) == 100 and all(len(i) == 12 and int(i, 16) >= 0 for i in ids)
+    base = {"workload": "w", "settings": {"data.seq_len": 256, "seed": 0, "repeats": 3}}
+    key = config_key(base)
+    assert len(key) == 16
+    same = {
+        "label": "feature",
+        "suite": "ci",
+        "settings": {"repeats": 5, "seed": 0, "debug.slowdown_s": 1.0, "data.seq_len": 256},
+        "workload": "w",
+    }
+    assert config_key(same) == key
+    assert config_key({"workload": "w", "settings": {"data.seq_len": 512, "seed": 0}}) != key
+    assert config_key({"workload": "w", "settings": {"data.seq_len": 256, "seed": 1}}) != key
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+@pytest.mark.parametrize("content", [b"", b"not a database at all\n" * 100])
+def test_refuses_non_duckdb_file_untouched(tmp_path: Path, content: bytes) -> None:
+    db = tmp_path / "results.duckdb"
+    db.write_bytes(content)
+    before = snapshot(db)
+    with pytest.raises(StoreError, match="not a DuckDB database"):
+        Store(db)
+    with pytest.raises(StoreError, match="not a DuckDB database"):
+        list_runs(db)
+    assert snapshot(db) == before
+
+
+def test_refuses_foreign_duckdb_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "other.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute("CREATE TABLE invoices (id INTEGER)")
+    con.close()
+    before = snapshot(db)
+    with pytest.raises(StoreError, match=r"not a greenbench results database.*invoices"):
+        Store(db)
+    with pytest.raises(StoreError, match="not a greenbench results database"):
+        get_run(db, "abc")
+    assert snapshot(db) == before
+
+
+def test_refuses_newer_schema_untouched(tmp_path: Path) -> None:
+    db = tmp_path / "g.duckdb"
+    Store(db)
+    con = duckdb.connect(str(db))
+    con.execute("INSERT INTO schema_version VALUES (99, now())")
+    con.close()
+    before = snapshot(db)
+    with pytest.raises(StoreError, match="schema version 99, newer than"):
+        Store(db)
+    assert snapshot(db) == before
+
+
+def test_missing_directory_writes_nothing(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="does not exist"):
+        Store(tmp_path / "nope" / "g.duckdb")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_unwritable_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # root ignores permission bits, so fake the answer at the os boundary
+    real_access = store_mod.os.access
+
+    def access(path: str | Path, mode: int) -> bool:
+        return False if Path(path) == tmp_path else real_access(path, mode)
+
+    monkeypatch.setattr(store_mod.os, "access", access)
+    with pytest.raises(StoreError, match="not writable"):
+        Store(tmp_path / "g.duckdb")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_missing_database_for_readers(tmp_path: Path) -> None:
+    with pytest.raises(StoreError, match="no results database"):
+        list_runs(tmp_path / "absent.duckdb")
+
+
+# --------------------------------------------------------------------------- migrations
+
+
+def test_migration_applies_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "g.duckdb"
+    Store(db).begin_run(run_row("aaaaaaaaaaaa"))
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
+    monkeypatch.setattr(
+        store_mod, "MIGRATIONS", {1: "ALTER TABLE runs ADD COLUMN power_cap_w DOUBLE"}
+    )
+    store = Store(db)
+    versions = read_frame(db, "SELECT version FROM schema_version ORDER BY version")
+    assert list(versions["version"]) == [1, 2]
+    store.begin_run(run_row("bbbbbbbbbbbb", power_cap_w=250.0))
+    assert get_run(db, "bbbbbbbbbbbb")["power_cap_w"] == 250.0
+    assert get_run(db, "aaaaaaaaaaaa")["power_cap_w"] is None  # old rows kept
+    Store(db)  # already current: nothing applied twice
+    assert len(read_frame(db, "SELECT * FROM schema_version")) == 2
+
+    fresh = tmp_path / "fresh.duckdb"
+    Store(fresh)  # a new file gets the v1 schema plus every migration
+    assert "power_cap_w" in set(read_frame(fresh, "DESCRIBE runs")["column_name"])
+    assert list(read_frame(fresh, "SELECT version FROM schema_version")["version"]) == [1, 2]
+
+
+def test_failed_migration_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = tmp_path / "g.duckdb"
+    Store(db)
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 3)
+    monkeypatch.setattr(
+        store_mod,
+        "MIGRATIONS",
+        {
+            1: "ALTER TABLE runs ADD COLUMN x DOUBLE",
+            2: "ALTER TABLE no_such_table ADD COLUMN y INT",
+        },
+    )
+    with pytest.raises(StoreError, match=r"migrating .* from schema version 1 failed"):
+        Store(db)
+    assert list(read_frame(db, "SELECT version FROM schema_version")["version"]) == [1]
+    assert "x" not in set(read_frame(db, "DESCRIBE runs")["column_name"])
+
+
+# --------------------------------------------------------------------------- locking
+
+HOLDER = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1])
+print("held", flush=True)
+sys.stdin.readline()
+con.close()
+print("released", flush=True)
+sys.stdin.readline()
+"""
+
+
+@pytest.fixture
+def lock_holder(tmp_path: Path):
+    db = tmp_path / "g.duckdb"
+    Store(db)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout.readline().strip() == "held"
+    yield db, proc
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def test_locked_file_times_out_clearly(lock_holder: tuple[Path, subprocess.Popen]) -> None:
+    db, _ = lock_holder
+    with pytest.raises(StoreError, match=r"locked by another process \(is a `greenbench run`"):
+        Store(db, lock_timeout_s=0.2)
+    with pytest.raises(StoreError, match="locked by another process"):
+        read_frame(db, "SELECT 1", retries=2, backoff_s=0.01)
+
+
+def test_locked_file_retries_until_released(
+    lock_holder: tuple[Path, subprocess.Popen], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, proc = lock_holder
+    real_sleep = store_mod.time.sleep
+    sleeps = []
+
+    def sleep_and_release(seconds: float) -> None:
+        if not sleeps:  # the first retry: let the other process go, wait until it has
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+            assert proc.stdout.readline().strip() == "released"
+        sleeps.append(seconds)
+        real_sleep(seconds)
+
+    monkeypatch.setattr(store_mod.time, "sleep", sleep_and_release)
+    Store(db, lock_timeout_s=30).begin_run(run_row("aaaaaaaaaaaa"))
+    assert sleeps  # it did wait for the lock
+    assert get_run(db, "aaaaaaaaaaaa")["status"] == "running"
+
+
+# --------------------------------------------------------------------------- queries, export
+
+
+def test_seeded_db_contents(seeded_db: Path) -> None:
+    runs = list_runs(seeded_db, limit=None)
+    assert len(runs) == 12
+    assert list(runs["status"]).count("failed") == 1
+    assert set(runs["label"]) == {"main", "feature"} and runs["git_sha"].nunique() == 2
+    measured = list_runs(seeded_db, energy_measured=True)
+    assert list(measured["energy_source"]) == ["rapl"]
+    assert set(list_runs(seeded_db, nproc=2)["strategy"]) == {"ddp", "fsdp"}
+    ok = runs[runs["status"] == "ok"]
+    assert (ok["n_repeats"] == 3).all()
+    transformer = list_runs(
+        seeded_db, model_family="transformer", seq_len=512, workload="transformer-vs-mamba"
+    )
+    assert transformer["config_key"].nunique() == 1 and len(transformer) == 2
+    by_label = transformer.set_index("label")["joules_per_token_median"]
+    assert 1.05 < by_label["feature"] / by_label["main"] < 1.15
+
+
+def test_list_runs_filters(seeded_db: Path) -> None:
+    assert len(list_runs(seeded_db, label="feature")) == 3
+    assert len(list_runs(seeded_db, limit=2)) == 2
+    both = list_runs(seeded_db, label=["main", "feature"], status="ok", limit=None)
+    assert len(both) == 11
+    assert list_runs(seeded_db, suite=None).empty
+    newest_first = list(list_runs(seeded_db, limit=None)["started_at"])
+    assert newest_first == sorted(newest_first, reverse=True)
+    with pytest.raises(StoreError, match="unknown runs column 'colour'"):
+        list_runs(seeded_db, colour="red")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_export_formats(seeded_db: Path, tmp_path: Path, fmt: str) -> None:
+    out_dir = tmp_path / "out"
+    out_dir.mkdir()
+    (path,) = export(seeded_db, fmt, out_dir)
+    assert path == out_dir / f"greenbench.{fmt}"
+    frame = {"csv": pd.read_csv, "parquet": pd.read_parquet}.get(fmt, pd.read_json)(path)
+    assert len(frame) == 11 * 3 + 1  # ok runs × repeats, plus the failed run's single row
+    stored = read_frame(seeded_db, "SELECT run_id, repeat, joules_per_token FROM results")
+    merged = stored.merge(frame, on=["run_id", "repeat"], suffixes=("", "_x"))
+    assert len(merged) == 33
+    assert (merged["joules_per_token"] - merged["joules_per_token_x"]).abs().max() < 1e-12
+    failed = frame[frame["status"] == "failed"]
+    assert len(failed) == 1 and pd.isna(failed["repeat"]).all()
+    assert set(frame["energy_source"]) == {"rapl", "estimate"}
+    if fmt == "json":
+        assert isinstance(json.loads(path.read_text())[0]["config"], dict)
+
+
+def test_export_errors(seeded_db: Path, tmp_path: Path) -> None:
+    target = tmp_path / "results.csv"
+    assert export(seeded_db, "csv", target) == [target] and target.exists()
+    with pytest.raises(StoreError, match="unknown export format 'xlsx'"):
+        export(seeded_db, "xlsx", tmp_path)
+    with pytest.raises(StoreError, match="does not exist"):
+        export(seeded_db, "csv", tmp_path / "missing" / "x.csv")
