@@ -131,5 +131,54 @@ def export(fmt: str, out: Path | None, db: Path | None) -> None:
         click.echo(f"wrote {path}")
 
 
+@main.command()
+@click.option("--baseline", required=True, help="run id, git sha, label, or exported results file")
+@click.option("--candidate", required=True, help="run id, git sha, label, or exported results file")
+@click.option("--metric", "metrics", multiple=True,
+              help="metric to judge (repeatable; default joules_per_token)")
+@click.option("--threshold", "thresholds", multiple=True,
+              help="practical effect δ, e.g. 5%% or metric=3%% or workload:metric=2%% (repeatable)")
+@click.option("--alpha", type=float, default=0.01, show_default=True,
+              help="significance level (Holm-corrected over the call)")
+@click.option("--strict", is_flag=True, help="exit 4 when a comparison is inconclusive or unstable")
+@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
+              show_default=True)
+@click.option("--history", is_flag=True,
+              help="judge the candidate against the baseline's last ≤ 64 results")
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+def compare(baseline: str, candidate: str, metrics: tuple[str, ...], thresholds: tuple[str, ...],
+            alpha: float, strict: bool, fmt: str, history: bool, db: Path | None) -> None:
+    """Did the candidate regress against the baseline? Exit 0 ok, 3 regression, 4 inconclusive."""
+    from greenbench.compare import compare_cli
+
+    sys.exit(compare_cli(db or default_db(), baseline, candidate, list(metrics) or None,
+                         list(thresholds) or None, alpha, strict, fmt, history))
+
+
+@main.command()
+@click.option("--out", type=click.Path(path_type=Path), required=True,
+              help="folder to write, e.g. reports/NAME")
+@click.option("--title", default="greenbench report", show_default=True)
+@click.option("--ref", help="limit to a run id, git sha or label")
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@friendly
+def report(out: Path, title: str, ref: str | None, db: Path | None) -> None:
+    """Write a Markdown report with PNG plots (leaderboard, Pareto front, workloads)."""
+    from greenbench.report import write_report
+
+    click.echo(f"wrote {write_report(db or default_db(), out, title=title, ref=ref)}")
+
+
+@main.command()
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@click.option("--port", type=int, help="port to serve on (default: a free one)")
+@friendly
+def dashboard(db: Path | None, port: int | None) -> None:
+    """Serve the Streamlit leaderboard over the results database (read-only)."""
+    from greenbench.dashboard import serve
+
+    sys.exit(serve(db or default_db(), port))
+
+
 if __name__ == "__main__":
     main()

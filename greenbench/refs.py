@@ -42,6 +42,7 @@ RUN_COLUMNS = (
     "git_sha",
     "started_at",
     "host",
+    "peak_flops_source",
 )
 RESULT_COLUMNS = (
     "repeat",
@@ -74,6 +75,7 @@ KEY_COLUMNS = (
     "precision",
 )
 _REQUIRED_IN_FILES = ("run_id", "workload", *KEY_COLUMNS)
+_STRING_IDS = ("run_id", "config_key", "git_sha", "label", "config_name")
 
 _SELECT = (
     "SELECT "
@@ -99,14 +101,14 @@ def load_ref(db_path: str | Path, ref: str) -> pd.DataFrame:
     path = Path(ref)
     if path.suffix.lower() in {".csv", ".json", ".parquet"} or path.is_file():
         return _tag(load_exported(path), "file")
-    for kind, where in (("run", "r.run_id = ?"), ("label", "r.label = ?"), ("sha", "r.git_sha = ?")):
+    exact = (("run", "r.run_id = ?"), ("label", "r.label = ?"), ("sha", "r.git_sha = ?"))
+    for kind, where in exact:
         df = query_results(db_path, where, [ref])
         if len(df):
             return _tag(df, kind)
     if len(ref) >= _MIN_PREFIX:
-        like = ref.replace("%", "").replace("_", "") + "%"
-        by_run = query_results(db_path, "r.run_id LIKE ?", [like])
-        by_sha = query_results(db_path, "r.git_sha LIKE ?", [like])
+        by_run = query_results(db_path, "starts_with(r.run_id, ?)", [ref])
+        by_sha = query_results(db_path, "starts_with(r.git_sha, ?)", [ref])
         run_ids = sorted(set(by_run["run_id"]))
         shas = sorted(set(by_sha["git_sha"].dropna()))
         if len(run_ids) + len(shas) > 1:
@@ -130,10 +132,11 @@ def load_ref(db_path: str | Path, ref: str) -> pd.DataFrame:
 
 
 def load_exported(path: Path) -> pd.DataFrame:
-    """Read a ``greenbench export`` file: a flat table with one row per repeat.
+    """Read a ``greenbench export`` file: runs joined with results, one row per repeat.
 
-    JSON may be a list of row objects or an object with ``runs`` and ``results`` lists (joined
-    on run_id here).
+    Rows of runs that did not finish ok (exported with NULL results) are dropped. JSON may be a
+    list of row objects (what ``greenbench export`` writes) or an object with ``runs`` and
+    ``results`` lists, joined on run_id here.
     """
     if not path.is_file():
         raise SpecError(f"exported results file {path} does not exist")
@@ -142,7 +145,8 @@ def load_exported(path: Path) -> pd.DataFrame:
         if suffix == ".parquet":
             df = pd.read_parquet(path)
         elif suffix == ".csv":
-            df = pd.read_csv(path)
+            # ids and hashes that happen to be all digits must stay strings
+            df = pd.read_csv(path, dtype={c: str for c in _STRING_IDS})
         else:
             data = json.loads(path.read_text())
             if isinstance(data, dict) and {"runs", "results"} <= set(data):
@@ -150,12 +154,14 @@ def load_exported(path: Path) -> pd.DataFrame:
                 res = pd.DataFrame(data["results"])
                 dup = [c for c in res.columns if c in runs.columns and c != "run_id"]
                 df = res.merge(runs.drop(columns=dup), on="run_id", how="inner")
-                if "status" in df.columns:
-                    df = df[df["status"] == "ok"]
             else:
                 df = pd.DataFrame(data)
     except (ValueError, OSError) as exc:
         raise SpecError(f"cannot read exported results {path}: {exc}") from exc
+    if "status" in df.columns:  # `greenbench export` keeps failed runs, with NULL results
+        df = df[df["status"] == "ok"]
+    if "repeat" in df.columns:
+        df = df[df["repeat"].notna()]
     missing = [c for c in _REQUIRED_IN_FILES if c not in df.columns]
     if missing:
         raise SpecError(
@@ -180,6 +186,18 @@ def latest_sha_per_config(df: pd.DataFrame) -> pd.DataFrame:
         newest = sha[group["started_at"].idxmax()]
         keep[group.index[sha[group.index] == newest]] = True
     return df[keep]
+
+
+def newest_run_per_config(df: pd.DataFrame) -> pd.DataFrame:
+    """Per configuration, keep only the run that started last (history mode's "new result")."""
+    if df.empty or "started_at" not in df.columns:
+        return df
+    started = df.groupby("run_id")["started_at"].min()
+    keep = set()
+    for _, group in df.groupby(list(KEY_COLUMNS), dropna=False):
+        runs = started[group["run_id"].unique()]
+        keep.add(runs.idxmax())
+    return df[df["run_id"].isin(keep)]
 
 
 def _tag(df: pd.DataFrame, kind: str) -> pd.DataFrame:

@@ -88,7 +88,7 @@ def mannwhitney_greater(a: Sequence[float], b: Sequence[float]) -> tuple[float, 
     return u, float(min(1.0, tail[observed]))
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=128)
 def _rank_sum_tail(n: int, scores: tuple[int, ...]) -> np.ndarray:
     """P(sum of n scores drawn without replacement from ``scores`` ≥ s), indexed by s."""
     total = sum(sorted(scores)[-n:])

@@ -1,0 +1,161 @@
+"""Print a Verdict: terminal table (rich), Markdown (GitHub step summary) or JSON.
+
+Symbols: ``+`` worse (a regression), ``-`` better (an improvement), ``~`` no significant change,
+``?`` inconclusive; ``!`` marks an unstable row (CV above the cap).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+from pathlib import Path
+from typing import TextIO
+
+from rich import box
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
+
+from greenbench.compare.verdict import Row, Verdict
+
+_STYLE = {"+": "bold red", "-": "green", "~": "dim", "?": "yellow"}
+_HEADERS = (
+    "",
+    "workload",
+    "configuration",
+    "metric",
+    "energy",
+    "n base/cand",
+    "baseline",
+    "candidate",
+    "change",
+    "p (Holm)",
+    "verdict",
+)
+
+
+def cells(row: Row, mode: str = "samples") -> list[str]:
+    """One row's cells, in ``_HEADERS`` order (the Markdown and terminal tables share them)."""
+    arrow = "↓" if row.lower_is_better else "↑"
+    flag = "!" if row.unstable else ""
+    verdict = row.status + (f": {row.note}" if row.note else "")
+    base_label = f"{row.n_baseline} runs" if mode == "history" else str(row.n_baseline)
+    return [
+        row.symbol + flag,
+        row.workload,
+        row.config_name,
+        f"{row.metric} {arrow}",
+        row.energy_label,
+        f"{base_label}/{row.n_candidate}",
+        _num(row.baseline_median),
+        _num(row.candidate_median),
+        "n/a" if math.isnan(row.ratio) else f"{row.ratio - 1:+.1%}",
+        _num(shown_p(row)),
+        verdict,
+    ]
+
+
+def shown_p(row: Row) -> float:
+    """The Holm-adjusted p of the direction the median moved in."""
+    if math.isnan(row.ratio):
+        return math.nan
+    moved_worse = row.ratio >= 1 if row.lower_is_better else row.ratio <= 1
+    return row.p_worse_holm if moved_worse else row.p_better_holm
+
+
+def rule_line(verdict: Verdict) -> str:
+    k = sum(not math.isnan(r.p_worse) for r in verdict.rows)
+    deltas = sorted({r.delta for r in verdict.rows})
+    delta = "/".join(f"{d:.0%}" for d in deltas) or "n/a"
+    test = (
+        "one-sided t prediction interval on log history"
+        if verdict.mode == "history"
+        else "one-sided exact Mann–Whitney U"
+    )
+    return (
+        f"rule: regression = median change beyond ±{delta} AND {test} p < α={verdict.alpha:g} "
+        f"(Holm over {k}); unstable = CV > {verdict.cv_cap:.0%}"
+    )
+
+
+def render_table(verdict: Verdict, out: TextIO) -> None:
+    """The terminal table, mismatches, notes and the summary line."""
+    console = Console(file=out, width=None if out.isatty() else 180, highlight=False)
+    title = f"greenbench compare: {verdict.baseline_ref or 'baseline'} → "
+    title += verdict.candidate_ref or "candidate"
+    table = Table(*_HEADERS, title=title, box=box.SIMPLE_HEAD)
+    for row in verdict.rows:
+        c = cells(row, verdict.mode)
+        table.add_row(*(Text(x) for x in c), style=_STYLE[row.symbol])
+    console.print(table)
+    for m in verdict.mismatches:
+        text = escape(f"({m.side}) {m.workload} {m.config_name} [{m.energy}]: {m.reason}")
+        console.print(f"[yellow]not compared[/] {text}")
+    for note in verdict.notes:
+        console.print(f"note: {escape(note)}")
+    console.print(escape(rule_line(verdict)), style="dim")
+    style = "bold red" if verdict.exit_code == 3 else "bold"
+    console.print(f"{verdict.summary} (exit {verdict.exit_code})", style=style)
+
+
+def render_markdown(verdict: Verdict) -> str:
+    """A GitHub-flavoured Markdown summary."""
+    lines = [
+        f"### greenbench compare: {verdict.summary}",
+        "",
+        f"baseline `{verdict.baseline_ref or '?'}` → candidate `{verdict.candidate_ref or '?'}`"
+        + (" (history mode)" if verdict.mode == "history" else ""),
+        "",
+        "| " + " | ".join(h or "·" for h in _HEADERS) + " |",
+        "|" + "---|" * len(_HEADERS),
+    ]
+    for row in verdict.rows:
+        lines.append("| " + " | ".join(_md(c) for c in cells(row, verdict.mode)) + " |")
+    if not verdict.rows:
+        lines.append("| " + " | ".join(["", "*nothing compared*"] + [""] * 9) + " |")
+    if verdict.mismatches:
+        lines += ["", "**Not compared**", ""]
+        lines += [
+            f"- {m.side}: {m.workload} `{m.config_name}` ({m.energy}): {m.reason}"
+            for m in verdict.mismatches
+        ]
+    if verdict.notes:
+        lines += ["", *[f"- note: {n}" for n in verdict.notes]]
+    lines += [
+        "",
+        f"`+` worse, `-` better, `~` not significant, `?` inconclusive, `!` unstable. "
+        f"{rule_line(verdict)}. Exit code {verdict.exit_code}.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def render_json(verdict: Verdict) -> str:
+    return json.dumps(verdict.to_dict(), indent=2, allow_nan=False, ensure_ascii=False)
+
+
+def emit(verdict: Verdict, fmt: str, out: TextIO) -> None:
+    """Print in ``fmt``; Markdown is also appended to ``$GITHUB_STEP_SUMMARY`` when it is set."""
+    if fmt == "json":
+        out.write(render_json(verdict) + "\n")
+    elif fmt == "markdown":
+        text = render_markdown(verdict)
+        out.write(text)
+        summary = os.environ.get("GITHUB_STEP_SUMMARY")
+        if summary:
+            with Path(summary).open("a", encoding="utf-8") as fh:
+                fh.write(text + "\n")
+    else:
+        render_table(verdict, out)
+
+
+def _num(v: float) -> str:
+    if v is None or math.isnan(v):
+        return "n/a"
+    return f"{v:.4g}"
+
+
+def _md(text: str) -> str:
+    return text.replace("|", "\\|")

@@ -1,0 +1,307 @@
+"""Regression verdicts for CI: did energy per token (or another metric) get worse?
+
+The rule (docs/compare.md explains it with examples). A metric of one configuration has
+*regressed* when both hold:
+
+1. practical effect: median(candidate) / median(baseline) is beyond 1 + δ in the worse direction
+   (1 − δ for higher-is-better metrics); δ = 5 % unless overridden per metric or workload;
+2. statistical evidence: the one-sided exact Mann–Whitney U test (greenbench.stats) gives
+   p < α after Holm's correction over all comparisons of the call; α = 1 % by default.
+
+Improvements are judged the same way in the other direction (a separate Holm family). When the
+repeats are too few for any p-value to reach α (the smallest exact p is 1/C(n+m, n), times the
+Holm factor) the row is *inconclusive: need more repeats*, never a silent pass. A side whose
+coefficient of variation exceeds ``cv_cap`` is flagged unstable.
+
+Only like is compared with like: rows are grouped by ``refs.KEY_COLUMNS`` (config hash, energy
+source and whether it was measured, device type and count, precision), so a measured energy is
+never compared with an estimate; configurations present on one side only are listed as
+mismatches. History mode judges a new result against the last ≤ 64 results of the same
+configuration with a one-sided Student-t prediction interval on log values.
+
+This module is pure (DataFrames in, a Verdict out); ``shell.compare_cli`` is the thin layer the
+CLI calls, ``render`` prints verdicts, ``greenbench.refs`` resolves REFs into DataFrames.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from greenbench import stats
+from greenbench.compare.verdict import (
+    DEFAULT_ALPHA,
+    DEFAULT_CV_CAP,
+    DEFAULT_DELTA,
+    HISTORY_MIN,
+    HISTORY_WINDOW,
+    Metric,
+    Mismatch,
+    Row,
+    Verdict,
+    delta_for,
+    energy_label,
+    json_safe,
+    resolve_metric,
+)
+from greenbench.errors import SpecError
+from greenbench.refs import KEY_COLUMNS
+
+
+def compare(
+    baseline: pd.DataFrame,
+    candidate: pd.DataFrame,
+    *,
+    metrics: Sequence[str] = ("joules_per_token",),
+    delta: float | Mapping[str, float] = DEFAULT_DELTA,
+    alpha: float = DEFAULT_ALPHA,
+    cv_cap: float = DEFAULT_CV_CAP,
+    strict: bool = False,
+) -> Verdict:
+    """Judge every configuration present on both sides, one row per (configuration, metric).
+
+    Both frames hold one row per repeat with the ``refs.KEY_COLUMNS`` and the metric columns
+    (as ``refs.load_ref`` returns them).
+    """
+    chosen = [resolve_metric(m) for m in metrics]
+    base_groups, cand_groups = _groups(baseline), _groups(candidate)
+    pending: list[dict[str, Any]] = []
+    for key in _ordered(set(base_groups) & set(cand_groups), cand_groups):
+        b, c = base_groups[key], cand_groups[key]
+        for metric in chosen:
+            xb, xc = _values(b, metric.column), _values(c, metric.column)
+            worse, better = (xc, xb) if metric.lower_is_better else (xb, xc)
+            p_w = p_b = math.nan
+            if len(xb) and len(xc):
+                p_w = stats.mannwhitney_greater(worse, better)[1]
+                p_b = stats.mannwhitney_greater(better, worse)[1]
+            pending.append(
+                _row_fields(c, metric, delta, xb, xc, p_w, p_b, stats.min_p_value(len(xb), len(xc)))
+            )
+    rows = _decide(pending, alpha, cv_cap, floor_from_min_p=True)
+    return Verdict(
+        rows=tuple(rows),
+        mismatches=tuple(_mismatches(baseline, candidate, base_groups, cand_groups)),
+        alpha=alpha,
+        cv_cap=cv_cap,
+        strict=strict,
+    )
+
+
+def compare_history(
+    history: pd.DataFrame,
+    candidate: pd.DataFrame,
+    *,
+    metrics: Sequence[str] = ("joules_per_token",),
+    delta: float | Mapping[str, float] = DEFAULT_DELTA,
+    alpha: float = DEFAULT_ALPHA,
+    cv_cap: float = DEFAULT_CV_CAP,
+    strict: bool = False,
+    window: int = HISTORY_WINDOW,
+) -> Verdict:
+    """Judge a new result against the last ≤ ``window`` results of each configuration.
+
+    A history "result" is one run: the median of its repeats. The candidate's value is the
+    median of its repeats; its p-value comes from the one-sided Student-t prediction interval of
+    the log history (``stats.log_t_prediction``), Holm-corrected across rows.
+    """
+    chosen = [resolve_metric(m) for m in metrics]
+    hist_groups, cand_groups = _groups(history), _groups(candidate)
+    pending: list[dict[str, Any]] = []
+    mismatches: list[Mismatch] = []
+    for key in _ordered(set(cand_groups), cand_groups):
+        c = cand_groups[key]
+        h = hist_groups.get(key)
+        if h is None:
+            mismatches.append(Mismatch("candidate only", *_describe(c), "no history"))
+            continue
+        order = h.groupby("run_id")["started_at"].min().sort_values()
+        recent = h[h["run_id"].isin(order.index[-window:])]
+        for metric in chosen:
+            per_run = recent.groupby("run_id")[metric.column].median().dropna()
+            xh, xc = per_run.to_numpy(float), _values(c, metric.column)
+            p_w = p_b = math.nan
+            ok = len(xh) >= HISTORY_MIN and len(xc) and np.all(xh > 0) and np.median(xc) > 0
+            if ok:
+                _, p_greater = stats.log_t_prediction(xh, float(np.median(xc)))
+                p_w, p_b = (p_greater, 1 - p_greater)
+                if not metric.lower_is_better:
+                    p_w, p_b = p_b, p_w
+            fields = _row_fields(c, metric, delta, xh, xc, p_w, p_b, 0.0)
+            if len(xh) < HISTORY_MIN:
+                fields["note"] = f"need ≥ {HISTORY_MIN} history results, have {len(xh)}"
+            pending.append(fields)
+    rows = _decide(pending, alpha, cv_cap, floor_from_min_p=False)
+    return Verdict(
+        rows=tuple(rows),
+        mismatches=tuple(mismatches),
+        alpha=alpha,
+        cv_cap=cv_cap,
+        strict=strict,
+        mode="history",
+    )
+
+
+def _row_fields(
+    group: pd.DataFrame,
+    metric: Metric,
+    delta: float | Mapping[str, float],
+    xb: np.ndarray,
+    xc: np.ndarray,
+    p_worse: float,
+    p_better: float,
+    min_p: float,
+) -> dict[str, Any]:
+    first = {c: group[c].iat[0] for c in (*KEY_COLUMNS, "workload")}
+    workload = str(first["workload"])
+    mb = float(np.median(xb)) if len(xb) else math.nan
+    mc = float(np.median(xc)) if len(xc) else math.nan
+    return {
+        "workload": workload,
+        "config_name": _name(group),
+        "config_key": str(first["config_key"]),
+        "energy_source": str(first["energy_source"]),
+        "energy_measured": bool(first["energy_measured"]),
+        "device_type": str(first["device_type"]),
+        "nproc": int(first["nproc"]),
+        "metric": metric.column,
+        "lower_is_better": metric.lower_is_better,
+        "n_baseline": len(xb),
+        "n_candidate": len(xc),
+        "baseline_median": mb,
+        "candidate_median": mc,
+        "ratio": mc / mb if mb and not math.isnan(mb) else math.nan,
+        "delta": delta_for(delta, workload, metric.column),
+        "p_worse": p_worse,
+        "p_better": p_better,
+        "min_p": min_p,
+        "cv_baseline": stats.coefficient_of_variation(xb),
+        "cv_candidate": stats.coefficient_of_variation(xc),
+        "note": "",
+    }
+
+
+def _decide(
+    pending: list[dict[str, Any]], alpha: float, cv_cap: float, *, floor_from_min_p: bool
+) -> list[Row]:
+    """Apply Holm across the call, then the rule, to the collected rows."""
+    adj_worse = stats.holm([p["p_worse"] for p in pending])
+    adj_better = stats.holm([p["p_better"] for p in pending])
+    k = sum(not math.isnan(p["p_worse"]) for p in pending)
+    smallest = min((p["min_p"] for p in pending if not math.isnan(p["p_worse"])), default=1.0)
+    rows = []
+    for fields, pw, pb in zip(pending, adj_worse, adj_better, strict=True):
+        fields.pop("p_better")  # only its Holm-adjusted value is kept
+        ratio, d = fields["ratio"], fields["delta"]
+        lower = fields["lower_is_better"]
+        worse = ratio > 1 + d if lower else ratio < 1 - d
+        better = ratio < 1 - d if lower else ratio > 1 + d
+        # the lowest Holm-adjusted p this row could reach whatever the data: its own exact
+        # minimum, and never below k × the family's smallest minimum (Holm's first step)
+        floor = max(fields["min_p"], k * smallest) if floor_from_min_p else 0.0
+        note = fields.pop("note")
+        if math.isnan(ratio) or math.isnan(fields["p_worse"]):
+            status, note = "inconclusive", note or "no values to compare"
+        elif worse and pw < alpha:
+            status = "regression"
+        elif better and pb < alpha:
+            status = "improvement"
+        elif floor >= alpha:
+            status = "inconclusive"
+            n, m = fields["n_baseline"], fields["n_candidate"]
+            over = f" over {k} comparisons (Holm)" if floor > fields["min_p"] else ""
+            note = note or (
+                f"need more repeats: {n} vs {m}{over} cannot reach p < α={alpha} "
+                f"(smallest possible p {floor:.2g})"
+            )
+        else:
+            status = "unchanged"
+            if (worse or better) and not note:
+                note = f"beyond ±{d:.0%} but not significant (p={min(pw, pb):.3g})"
+        cvs = (fields["cv_baseline"], fields["cv_candidate"])
+        unstable = any(cv > cv_cap for cv in cvs if not math.isnan(cv))
+        if unstable:
+            note = "; ".join(filter(None, [note, f"unstable: CV above {cv_cap:.0%}"]))
+        rows.append(
+            Row(
+                **fields,
+                p_worse_holm=pw,
+                p_better_holm=pb,
+                status=status,
+                unstable=unstable,
+                note=note,
+            )
+        )
+    return rows
+
+
+def _groups(df: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+    missing = [c for c in (*KEY_COLUMNS, "workload") if c not in df.columns]
+    if missing:
+        names = ", ".join(missing)
+        raise SpecError(f"results lack the columns {names} that define a configuration")
+    # plain dict grouping: DataFrame.groupby over seven columns costs milliseconds per call,
+    # which the 1,000-trial power test would feel; NaN/NA keys become None so they compare equal
+    positions: dict[tuple, list[int]] = {}
+    columns = [df[c].tolist() for c in KEY_COLUMNS]
+    for i, key in enumerate(zip(*columns, strict=True)):
+        positions.setdefault(tuple(json_safe(v) for v in key), []).append(i)
+    return {key: df.iloc[idx] for key, idx in positions.items()}
+
+
+def _ordered(keys: set[tuple], groups: dict[tuple, pd.DataFrame]) -> list[tuple]:
+    """Keys in reading order: workload, configuration name, then the rest of the key."""
+    return sorted(keys, key=lambda k: (*_describe(groups[k]), repr(k)))
+
+
+def _describe(group: pd.DataFrame) -> tuple[str, str, str]:
+    """(workload, configuration name, energy label) of one configuration's rows."""
+    first = group.iloc[0]
+    energy = energy_label(first["energy_source"], first["energy_measured"])
+    return str(first["workload"]), _name(group), energy
+
+
+def _values(group: pd.DataFrame, column: str) -> np.ndarray:
+    if column not in group.columns:
+        raise SpecError(f"results have no column {column!r}")
+    values = pd.to_numeric(group[column], errors="coerce").to_numpy(float, na_value=np.nan)
+    return values[~np.isnan(values)]
+
+
+def _name(group: pd.DataFrame) -> str:
+    if "config_name" in group.columns and pd.notna(group["config_name"].iloc[0]):
+        return str(group["config_name"].iloc[0])
+    return str(group["config_key"].iloc[0])[:12]
+
+
+def _mismatches(
+    baseline: pd.DataFrame,
+    candidate: pd.DataFrame,
+    base_groups: dict[tuple, pd.DataFrame],
+    cand_groups: dict[tuple, pd.DataFrame],
+) -> list[Mismatch]:
+    out = []
+    for side, mine, other in (
+        ("baseline only", base_groups, cand_groups),
+        ("candidate only", cand_groups, base_groups),
+    ):
+        for key in _ordered(set(mine) - set(other), mine):
+            group = mine[key]
+            same_config = [k for k in other if k[0] == key[0]]
+            if same_config:
+                diffs = [
+                    f"{col}: {key[i]} vs {same_config[0][i]}"
+                    for i, col in enumerate(KEY_COLUMNS)
+                    if key[i] != same_config[0][i]
+                ]
+                reason = "same configuration, different " + ", ".join(diffs)
+                if "energy_measured" in " ".join(diffs):
+                    reason += " (measured energy is never compared with an estimate)"
+            else:
+                reason = "no result for this configuration on the other side"
+            out.append(Mismatch(side, *_describe(group), reason))
+    return out

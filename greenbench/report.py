@@ -1,0 +1,259 @@
+"""``greenbench report``: a Markdown report with PNG plots of the results in a database.
+
+Writes ``README.md`` (so a forge renders it as the folder's page) and PNGs into one directory:
+a leaderboard table, the Pareto plot of tokens/s against joules/token with its front, the
+Transformer-vs-Mamba curves over sequence length when that workload is present, and one
+comparison chart per workload. Each configuration is shown by the repeats of its newest commit.
+
+Every energy figure says where it came from: configurations measured by a counter and those
+estimated are never pooled, the Pareto front is computed separately for each energy source, and
+axes, bars and table cells carry "measured (source)" or "estimate". The numbers and the fronts
+come from ``greenbench.leaderboard`` (the dashboard's pure core), so report and dashboard agree.
+Plots use matplotlib's Agg canvas directly (no pyplot state), so reports can be written from any
+thread or process.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+import greenbench
+from greenbench.errors import StoreError
+from greenbench.leaderboard import leaderboard, pareto_front_by
+from greenbench.refs import load_ref, query_results
+
+_DPI = 110
+
+
+def write_report(
+    db_path: str | Path, out_dir: Path, *, title: str = "greenbench report", ref: str | None = None
+) -> Path:
+    """Write the report for every configuration in ``db_path`` (or only those ``ref`` names).
+
+    Returns the path of the written ``README.md``; PNGs sit next to it and are linked
+    relatively.
+    """
+    raw = load_ref(db_path, ref) if ref else query_results(db_path)
+    if raw.empty:
+        raise StoreError(f"{db_path} holds no finished runs: run `greenbench run --suite smoke`")
+    table = summarise(raw)
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    lines = [f"# {title}", "", *_provenance(raw, table), "", "## Leaderboard", ""]
+    lines += _leaderboard(table)
+    lines += ["", "## Speed against energy (Pareto front)", ""]
+    lines += _pareto_section(table, out_dir)
+    if "transformer-vs-mamba" in set(table["workload"]):
+        lines += ["", "## Transformer vs Mamba over sequence length", ""]
+        lines += _seq_len_section(table[table["workload"] == "transformer-vs-mamba"], out_dir)
+    for workload, group in table.groupby("workload", sort=True):
+        lines += ["", f"## Workload `{workload}`", ""]
+        lines += _workload_section(str(workload), group, out_dir)
+    path = out_dir / "README.md"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def summarise(rows: pd.DataFrame) -> pd.DataFrame:
+    """The dashboard's leaderboard (newest commit per configuration and energy source), with
+    short column names for the plots and an ``energy`` label on every row."""
+    board = leaderboard(rows, scope="latest")
+    out = board.rename(
+        columns={
+            "joules_per_token": "jpt",
+            "joules_per_token_ci_low": "jpt_lo",
+            "joules_per_token_ci_high": "jpt_hi",
+        }
+    )
+    out["energy"] = [
+        energy_label(s, m)
+        for s, m in zip(out["energy_source"], out["energy_measured"], strict=True)
+    ]
+    out["peak_mem_mib"] = out["peak_mem_bytes"].astype(float) / 2**20
+    return out.sort_values(["workload", "energy", "jpt"], na_position="last").reset_index(drop=True)
+
+
+def energy_label(source: object, measured: object) -> str:
+    """``"measured (rapl)"`` or ``"estimate"``: how every energy figure is tagged."""
+    return f"measured ({source})" if bool(measured) else "estimate"
+
+
+def _provenance(raw: pd.DataFrame, table: pd.DataFrame) -> list[str]:
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    devices = ", ".join(sorted({str(d) for d in table["device_type"]}))
+    hosts = ", ".join(sorted({str(h) for h in raw.get("host", pd.Series(dtype=str)).dropna()}))
+    shas = ", ".join(sorted({str(s)[:10] for s in table["git_sha"].dropna()})) or "unknown"
+    lines = [
+        f"Generated {now} by greenbench {greenbench.__version__} from {len(raw['run_id'].unique())}"
+        f" runs ({len(raw)} repeats); each configuration shows the repeats of its newest commit"
+        f" ({shas}).",
+        "",
+        f"Devices: {devices}" + (f" on host(s) {hosts}" if hosts else "") + ".",
+    ]
+    measured = table["energy_measured"].astype(bool)
+    if not measured.any():
+        lines += [
+            "",
+            "> **Every energy figure in this report is an estimate** from a power model (no "
+            "energy counter was read), not a measurement.",
+        ]
+    elif not measured.all():
+        lines += [
+            "",
+            "> Some energy figures are measured and some estimated; they are labelled and never "
+            "pooled or compared with each other.",
+        ]
+    peaks = sorted({str(p) for p in table["peak_flops_source"].dropna()}) or ["unknown"]
+    cpu_only = table["device_type"].astype(str).str.startswith("cpu").all()
+    lines += [
+        "",
+        ("> CPU-only results (no GPU). " if cpu_only else "> ")
+        + f"MFU is relative to the peak FLOP/s from: {', '.join(peaks)}.",
+    ]
+    return lines
+
+
+def _leaderboard(table: pd.DataFrame) -> list[str]:
+    lines = [
+        "| workload | configuration | devices | energy | J/token (median [95% CI]) | tokens/s "
+        "| MFU | peak mem (MiB) | repeats |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    one_device_type = table["device_type"].nunique() == 1  # then the header names it
+    for r in table.itertuples():
+        device = f"×{r.devices}" if one_device_type else f"{r.device_type} ×{r.devices}"
+        jpt = f"{_g(r.jpt)} [{_g(r.jpt_lo)}, {_g(r.jpt_hi)}]"
+        mfu = "n/a" if math.isnan(r.mfu) else f"{r.mfu:.1%}"
+        cells = [r.workload, r.config_name, device, r.energy, jpt, _g(r.tokens_per_s), mfu]
+        cells += [_g(r.peak_mem_mib), str(r.n_repeats)]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    return lines
+
+
+def _pareto_section(table: pd.DataFrame, out_dir: Path) -> list[str]:
+    usable = table.dropna(subset=["jpt", "tokens_per_s"])
+    if usable.empty:
+        return ["No configuration has both an energy and a throughput figure."]
+    # one front per energy source: an estimate never knocks a measurement off the front
+    fronts = pareto_front_by(usable, "tokens_per_s", "jpt", "max", "min", by="energy")
+    groups = list(usable.groupby("energy", sort=True))
+    fig = Figure(figsize=(6.0 * len(groups), 4.6))
+    lines = []
+    for i, (energy, g) in enumerate(groups):
+        ax = fig.add_subplot(1, len(groups), i + 1)
+        front = fronts[g.index]
+        for j, (workload, w) in enumerate(g.groupby("workload", sort=True)):
+            ax.scatter(
+                w["tokens_per_s"],
+                w["jpt"],
+                label=str(workload),
+                marker="os^Dv<>"[j % 7],
+                facecolors="none" if energy == "estimate" else None,
+                edgecolors=f"C{j}",
+                color=f"C{j}",
+            )
+        f = g[front].sort_values("tokens_per_s")
+        ax.step(f["tokens_per_s"], f["jpt"], where="post", color="k", ls="--", lw=1)
+        ax.scatter(
+            f["tokens_per_s"], f["jpt"], s=160, facecolors="none", edgecolors="k", label="front"
+        )
+        _maybe_log(ax, g["tokens_per_s"], g["jpt"])
+        ax.set_xlabel("tokens/s (higher is better)")
+        ax.set_ylabel(f"J/token, {energy} (lower is better)")
+        ax.set_title(f"energy: {energy}")
+        ax.legend(fontsize=7)
+        names = ", ".join(f"`{n}`" for n in f["config_name"])
+        lines.append(f"- Pareto front, energy {energy}: {names}")
+    _save(fig, out_dir / "pareto.png")
+    return ["![Pareto plot: tokens/s against J/token](pareto.png)", "", *lines]
+
+
+def _seq_len_section(table: pd.DataFrame, out_dir: Path) -> list[str]:
+    fig = Figure(figsize=(11.0, 4.4))
+    ax_e, ax_t = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    keys = ["model_family", "model_size", "energy", "device_type", "devices"]
+    for j, (key, g) in enumerate(table.groupby(keys, sort=True, dropna=False)):
+        g = g.sort_values("seq_len")
+        label = f"{key[0]}/{key[1]} ({key[2]})"
+        style = {"color": f"C{j}", "marker": "o", "label": label}
+        err = np.vstack([g["jpt"] - g["jpt_lo"], g["jpt_hi"] - g["jpt"]])
+        ax_e.errorbar(g["seq_len"], g["jpt"], yerr=err, capsize=3, **style)
+        ax_t.plot(g["seq_len"], g["tokens_per_s"], **style)
+    energies = " / ".join(sorted(set(table["energy"])))
+    ax_e.set_ylabel(f"J/token, {energies}")
+    ax_t.set_ylabel("tokens/s")
+    for ax in (ax_e, ax_t):
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("sequence length (tokens)")
+        ax.legend(fontsize=7)
+    ax_e.set_title("energy per token (median, 95% CI)")
+    ax_t.set_title("throughput (median)")
+    _save(fig, out_dir / "transformer-vs-mamba-seq-len.png")
+    return [
+        "![J/token and tokens/s against sequence length](transformer-vs-mamba-seq-len.png)",
+        "",
+        f"Energy figures: {energies}.",
+    ]
+
+
+def _workload_section(workload: str, g: pd.DataFrame, out_dir: Path) -> list[str]:
+    order = [c for c in ("energy", "model_family", "strategy", "seq_len", "config_name") if c in g]
+    g = g.sort_values(order).reset_index(drop=True)
+    fig = Figure(figsize=(11.0, 1.2 + 0.45 * len(g)))
+    ax_e, ax_t = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
+    pos = np.arange(len(g))
+    labels = [f"{n} [{e}]" for n, e in zip(g["config_name"], g["energy"], strict=True)]
+    hatch = ["//" if e == "estimate" else "" for e in g["energy"]]
+    err = np.vstack([g["jpt"] - g["jpt_lo"], g["jpt_hi"] - g["jpt"]])
+    bars = ax_e.barh(pos, g["jpt"].fillna(0), xerr=np.nan_to_num(err), capsize=3, color="C2")
+    for bar, h in zip(bars, hatch, strict=True):
+        bar.set_hatch(h)
+    ax_t.barh(pos, g["tokens_per_s"], color="C0")
+    ax_e.set_yticks(pos, labels, fontsize=8)
+    ax_t.set_yticks(pos, [""] * len(g))
+    ax_e.invert_yaxis()  # first configuration on top, reading order
+    ax_t.invert_yaxis()
+    ax_e.set_xlabel("J/token (median, 95% CI); hatched = estimate")
+    ax_t.set_xlabel("tokens/s (median)")
+    fig.suptitle(workload)
+    fig.subplots_adjust(left=0.38, wspace=0.08)
+    name = f"workload-{_slug(workload)}.png"
+    _save(fig, out_dir / name)
+    best = g.dropna(subset=["jpt"]).groupby("energy")["jpt"].idxmin()
+    lines = [f"![{workload}: J/token and tokens/s per configuration]({name})", ""]
+    for energy, i in best.items():
+        name, jpt = g.loc[i, "config_name"], _g(g.loc[i, "jpt"])
+        lines.append(f"- Fewest J/token, {energy}: `{name}` ({jpt})")
+    if g["tokens_per_s"].notna().any():
+        fastest = g.loc[g["tokens_per_s"].idxmax()]
+        tps = _g(fastest["tokens_per_s"])
+        lines.append(f"- Fastest: `{fastest['config_name']}` ({tps} tokens/s)")
+    return lines
+
+
+def _maybe_log(ax, xs: pd.Series, ys: pd.Series) -> None:  # type: ignore[no-untyped-def]
+    for values, setter in ((xs, ax.set_xscale), (ys, ax.set_yscale)):
+        v = values[values > 0]
+        if len(v) and v.max() / v.min() > 20:
+            setter("log")
+
+
+def _save(fig: Figure, path: Path) -> None:
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=_DPI, bbox_inches="tight", metadata={"Software": None})
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "workload"
+
+
+def _g(v: float) -> str:
+    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"

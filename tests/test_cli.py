@@ -1,0 +1,122 @@
+"""End-to-end CLI: a real (tiny) run into a temporary DuckDB file, and bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import duckdb
+import pytest
+from click.testing import CliRunner
+
+from greenbench.cli import main
+
+TINY = [
+    "--set", "data.seq_len=64",
+    "--set", "data.global_batch=2",
+    "--set", "data.micro_batch=2",
+    "--set", "train.warmup_steps=1",
+    "--set", "train.steps=2",
+    "--set", "train.min_window_s=0.2",
+    "--set", "energy.idle_s=0.2",
+    "--repeats", "2",
+]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path_factory, monkeypatch):
+    monkeypatch.setenv("GREENBENCH_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.mark.slow
+def test_run_workload_stores_honest_results(tmp_path: Path):
+    db = tmp_path / "r.duckdb"
+    result = invoke("run", "--workload", "transformer-vs-mamba", *TINY, "--db", str(db),
+                    "--label", "e2e")
+    assert result.exit_code == 0, result.output
+    con = duckdb.connect(str(db), read_only=True)
+    runs = con.execute("SELECT run_id, status, model_family, label, energy_source, "
+                       "energy_measured, peak_flops_source FROM runs").fetchall()
+    rows = con.execute("SELECT tokens_per_s, joules_per_token, mfu, energy_source, "
+                       "energy_measured, tokens FROM results").fetchall()
+    con.close()
+    assert {r[2] for r in runs} == {"transformer", "mamba"}
+    assert all(r[1] == "ok" and r[3] == "e2e" for r in runs)
+    # this machine has no GPU and no RAPL: the truthful source is the estimate
+    assert {(r[4], r[5]) for r in runs} == {("estimate", False)}
+    assert {r[6] for r in runs} == {"cpu-gemm-calibration"}
+    assert len(rows) == 2 * len(runs)
+    for tps, jpt, mfu, source, measured, tokens in rows:
+        assert tps > 0 and jpt > 0 and 0 < mfu <= 1 and tokens > 0
+        assert source == "estimate" and measured is False
+
+    listed = invoke("list", "runs", "--db", str(db))
+    assert listed.exit_code == 0 and "transformer" in listed.output
+    shown = invoke("show", runs[0][0][:6], "--db", str(db))
+    assert shown.exit_code == 0 and runs[0][0] in shown.output
+    out = tmp_path / "export.json"
+    exported = invoke("export", "--format", "json", "--out", str(out), "--db", str(db))
+    assert exported.exit_code == 0 and out.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["run", "--suite", "nope"], "unknown suite 'nope'"),
+        (["run", "--workload", "nope"], "unknown workload 'nope'"),
+        (["run", "--workload", "transformer-vs-mamba", "--set", "model.sise=tiny"],
+         "did you mean 'model.size'"),
+        (["run", "--workload", "transformer-vs-mamba", "--set", "data.seq_len=x"],
+         "expects int"),
+        (["run", "--workload", "transformer-vs-mamba", "--device", "cuda"], "no CUDA device"),
+        (["run"], "exactly one of --suite"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message):
+    db = tmp_path / "r.duckdb"
+    result = CliRunner().invoke(main, [*args, "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0]
+    assert not db.exists()
+
+
+def test_missing_db_directory_is_refused(tmp_path):
+    db = tmp_path / "missing" / "r.duckdb"
+    result = CliRunner().invoke(main, ["run", "--workload", "transformer-vs-mamba", *TINY,
+                                       "--db", str(db)])
+    assert result.exit_code == 2
+    assert "error:" in result.stderr and not db.parent.exists()
+
+
+def test_list_settings_and_workloads():
+    assert "model.size" in invoke("list", "settings").output
+    assert "transformer-vs-mamba" in invoke("list", "workloads").output
+    assert "smoke" in invoke("list", "suites").output
+
+
+def test_doctor_names_the_meter_a_cpu_run_uses():
+    out = invoke("doctor").output
+    assert "rapl" in out and "estimate" in out and "cpu run:" in out
+
+
+def test_show_unknown_run(tmp_path, seeded_db):
+    result = CliRunner().invoke(main, ["show", "zzzz", "--db", str(seeded_db)])
+    assert result.exit_code == 2 and "no run 'zzzz'" in result.stderr
+
+
+def test_export_formats(tmp_path, seeded_db):
+    for fmt in ("csv", "parquet"):
+        out = tmp_path / f"x.{fmt}"
+        assert invoke("export", "--format", fmt, "--out", str(out), "--db", str(seeded_db)
+                      ).exit_code == 0
+        assert out.stat().st_size > 0
+    out = tmp_path / "x.json"
+    invoke("export", "--format", "json", "--out", str(out), "--db", str(seeded_db))
+    text = out.read_text()
+    assert "joules_per_token" in text and (text.startswith("[") or json.loads(
+        text.splitlines()[0]))

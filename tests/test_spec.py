@@ -1,0 +1,130 @@
+"""Spec loading, expansion and validation: every bad input is one clear SpecError."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from greenbench.errors import SpecError
+from greenbench.spec import (
+    DEFAULTS,
+    available_suites,
+    expand,
+    expand_suite,
+    load_suite,
+    parse_assignment,
+)
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "suite.toml"
+    path.write_text(text)
+    return path
+
+
+def test_shipped_suites_load_and_expand():
+    assert {"smoke", "posttrain"} <= set(available_suites())
+    for name in ("smoke", "posttrain"):
+        specs = expand_suite(load_suite(name), {}, label=None)
+        assert specs and all(s.suite == name for s in specs)
+
+
+def test_workload_sweep_expands_product():
+    specs = expand("transformer-vs-mamba", [])
+    combos = {(s["model.family"], s["data.seq_len"]) for s in specs}
+    assert combos == {(f, n) for f in ("transformer", "mamba") for n in (256, 512, 1024, 2048)}
+
+
+def test_override_collapses_a_sweep_and_comma_sweeps():
+    specs = expand("transformer-vs-mamba", [{"model.family": "mamba"}])
+    assert {s["model.family"] for s in specs} == {"mamba"}
+    key, value = parse_assignment("data.seq_len=128,256")
+    specs = expand("transformer-vs-mamba", [{key: value}])
+    assert sorted({s["data.seq_len"] for s in specs}) == [128, 256]
+
+
+def test_precedence_cli_over_suite(tmp_path):
+    path = write(tmp_path, """
+[defaults]
+repeats = 4
+[[entries]]
+workload = "transformer-vs-mamba"
+set = { "data.seq_len" = 128, repeats = 2 }
+""")
+    suite = load_suite(str(path))
+    assert {s["repeats"] for s in expand_suite(suite, {}, label=None)} == {2}
+    assert {s["repeats"] for s in expand_suite(suite, {"repeats": 7}, label="x")} == {7}
+
+
+def test_identity_ignores_repeats_and_debug():
+    a = expand("transformer-vs-mamba", [{"data.seq_len": 128, "model.family": "mamba"}])[0]
+    b = expand("transformer-vs-mamba", [{"data.seq_len": 128, "model.family": "mamba",
+                                         "repeats": 9, "debug.slowdown_s": 0.5}])[0]
+    assert a.identity() == b.identity()
+    c = expand("transformer-vs-mamba", [{"data.seq_len": 256, "model.family": "mamba"}])[0]
+    assert a.identity() != c.identity()
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("model.sise=tiny", "did you mean 'model.size'"),
+        ("data.seq_len=abc", "expects int"),
+        ("data.seq_len=1.5", "expects int"),
+        ("noequals", "key=value"),
+    ],
+)
+def test_bad_assignments(assignment, message):
+    with pytest.raises(SpecError, match=message):
+        parse_assignment(assignment)
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"model.family": "rwkv"}, "model.family='rwkv' is not one of"),
+        ({"model.size": "13b"}, "not a transformer preset"),
+        ({"data.lengths": "zipf"}, "data.lengths='zipf'"),
+        ({"data.seq_len": 0}, "data.seq_len must be > 0"),
+        ({"train.lr": -1.0}, "train.lr must be >= 0"),
+        ({"device": "tpu"}, "device='tpu'"),
+        ({"strategy": "single", "nproc": 2}, "runs one rank"),
+        ({"strategy": "ddp", "nproc": 3, "data.global_batch": 8}, "divisible"),
+        ({"train.steps": 10, "train.max_steps": 5}, "max_steps"),
+    ],
+)
+def test_impossible_values(overrides, message):
+    with pytest.raises(SpecError, match=message):
+        expand("transformer-vs-mamba", [{"model.family": "transformer", **overrides}])
+
+
+def test_unknown_workload_and_suite():
+    with pytest.raises(SpecError, match="unknown workload 'nope'"):
+        expand("nope", [])
+    with pytest.raises(SpecError, match="unknown suite 'nope'"):
+        load_suite("nope")
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("[[entries]\nworkload = 1", "malformed TOML"),
+        ("description = 'x'", "at least one"),
+        ("[[entries]]\nset = {}", "no 'workload'"),
+        ("[[entries]]\nworkload = 'transformer-vs-mamba'\nrepeats = 2", "put settings under"),
+        ("[defaults]\nbogus = 1\n[[entries]]\nworkload = 'transformer-vs-mamba'",
+         "unknown setting 'bogus'"),
+        ("[defaults]\nrepeats = 'three'\n[[entries]]\nworkload = 'transformer-vs-mamba'",
+         "expects int"),
+        ("colour = 'green'\n[[entries]]\nworkload = 'transformer-vs-mamba'", "top-level"),
+    ],
+)
+def test_malformed_suite_files(tmp_path, text, message):
+    with pytest.raises(SpecError, match=message):
+        load_suite(str(write(tmp_path, text)))
+
+
+def test_every_default_has_a_type_that_coerces():
+    for key, value in DEFAULTS.items():
+        assert parse_assignment(f"{key}={value}")[1] == value
