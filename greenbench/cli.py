@@ -47,23 +47,47 @@ def main() -> None:
 @main.command()
 @click.option("--suite", help="suite name in workloads/ or path to a suite .toml file")
 @click.option("--workload", help="run one workload (see `greenbench list workloads`)")
-@click.option("--set", "sets", multiple=True, metavar="KEY=VALUE",
-              help="override a setting; a,b,c sweeps it (see `greenbench list settings`)")
+@click.option(
+    "--set",
+    "sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="override a setting; a,b,c sweeps it (see `greenbench list settings`)",
+)
 @click.option("--repeats", type=click.IntRange(min=1), help="measured windows per configuration")
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), help="default: auto")
 @click.option("--nproc", type=click.IntRange(min=1), help="ranks per node")
-@click.option("--energy-source", type=click.Choice(["auto", "nvml", "zeus", "rapl", "estimate"]),
-              help="force an energy source (fails if unavailable)")
+@click.option(
+    "--energy-source",
+    type=click.Choice(["auto", "nvml", "zeus", "rapl", "estimate"]),
+    help="force an energy source (fails if unavailable)",
+)
 @click.option("--label", help="tag stored with every run, for `greenbench compare`")
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @click.option("--nnodes", type=click.IntRange(min=1), help="torchrun --nnodes (multi-node)")
 @click.option("--node-rank", type=int, help="torchrun --node-rank (multi-node)")
 @click.option("--rdzv-endpoint", help="torchrun --rdzv-endpoint host:port (multi-node)")
+@click.option(
+    "--resume",
+    is_flag=True,
+    help="skip configurations already stored ok with the same settings and label",
+)
 @friendly
-def run(suite: str | None, workload: str | None, sets: tuple[str, ...], repeats: int | None,
-        device: str | None, nproc: int | None, energy_source: str | None, label: str | None,
-        db: Path | None, nnodes: int | None, node_rank: int | None,
-        rdzv_endpoint: str | None) -> None:
+def run(
+    suite: str | None,
+    workload: str | None,
+    sets: tuple[str, ...],
+    repeats: int | None,
+    device: str | None,
+    nproc: int | None,
+    energy_source: str | None,
+    label: str | None,
+    db: Path | None,
+    nnodes: int | None,
+    node_rank: int | None,
+    rdzv_endpoint: str | None,
+    resume: bool,
+) -> None:
     """Run a suite or one workload, measure it, and store the results."""
     from greenbench.progress import run_with_progress
     from greenbench.spec import SpecError, expand, expand_suite, load_suite, parse_assignment
@@ -71,8 +95,13 @@ def run(suite: str | None, workload: str | None, sets: tuple[str, ...], repeats:
     if bool(suite) == bool(workload):
         raise SpecError("give exactly one of --suite NAME or --workload NAME")
     cli: dict[str, Any] = dict(parse_assignment(a) for a in sets)
-    for key, value in (("repeats", repeats), ("device", device), ("nproc", nproc),
-                       ("energy.source", energy_source), ("nnodes", nnodes)):
+    for key, value in (
+        ("repeats", repeats),
+        ("device", device),
+        ("nproc", nproc),
+        ("energy.source", energy_source),
+        ("nnodes", nnodes),
+    ):
         if value is not None:
             cli[key] = value
     if suite:
@@ -80,7 +109,7 @@ def run(suite: str | None, workload: str | None, sets: tuple[str, ...], repeats:
     else:
         specs = expand(workload, [cli], label=label)
     rdzv = {"endpoint": rdzv_endpoint, "node_rank": node_rank} if rdzv_endpoint else None
-    summary = run_with_progress(specs, db or default_db(), rdzv=rdzv)
+    summary = run_with_progress(specs, db or default_db(), rdzv=rdzv, resume=resume)
     if summary.failed:
         sys.exit(1)
 
@@ -118,8 +147,13 @@ def doctor() -> None:
 
 
 @main.command()
-@click.option("--format", "fmt", type=click.Choice(["csv", "json", "parquet"]), default="csv",
-              show_default=True)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["csv", "json", "parquet"]),
+    default="csv",
+    show_default=True,
+)
 @click.option("--out", type=click.Path(path_type=Path), help="output file (default: results.FMT)")
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @friendly
@@ -134,30 +168,73 @@ def export(fmt: str, out: Path | None, db: Path | None) -> None:
 @main.command()
 @click.option("--baseline", required=True, help="run id, git sha, label, or exported results file")
 @click.option("--candidate", required=True, help="run id, git sha, label, or exported results file")
-@click.option("--metric", "metrics", multiple=True,
-              help="metric to judge (repeatable; default joules_per_token)")
-@click.option("--threshold", "thresholds", multiple=True,
-              help="practical effect δ, e.g. 5%% or metric=3%% or workload:metric=2%% (repeatable)")
-@click.option("--alpha", type=float, default=0.01, show_default=True,
-              help="significance level (Holm-corrected over the call)")
+@click.option(
+    "--metric",
+    "metrics",
+    multiple=True,
+    help="metric to judge (repeatable; default joules_per_token)",
+)
+@click.option(
+    "--threshold",
+    "thresholds",
+    multiple=True,
+    help="practical effect δ, e.g. 5%% or metric=3%% or workload:metric=2%% (repeatable)",
+)
+@click.option(
+    "--alpha",
+    type=float,
+    default=0.01,
+    show_default=True,
+    help="significance level (Holm-corrected over the call)",
+)
 @click.option("--strict", is_flag=True, help="exit 4 when a comparison is inconclusive or unstable")
-@click.option("--format", "fmt", type=click.Choice(["table", "markdown", "json"]), default="table",
-              show_default=True)
-@click.option("--history", is_flag=True,
-              help="judge the candidate against the baseline's last ≤ 64 results")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["table", "markdown", "json"]),
+    default="table",
+    show_default=True,
+)
+@click.option(
+    "--history", is_flag=True, help="judge the candidate against the baseline's last ≤ 64 results"
+)
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
-def compare(baseline: str, candidate: str, metrics: tuple[str, ...], thresholds: tuple[str, ...],
-            alpha: float, strict: bool, fmt: str, history: bool, db: Path | None) -> None:
+def compare(
+    baseline: str,
+    candidate: str,
+    metrics: tuple[str, ...],
+    thresholds: tuple[str, ...],
+    alpha: float,
+    strict: bool,
+    fmt: str,
+    history: bool,
+    db: Path | None,
+) -> None:
     """Did the candidate regress against the baseline? Exit 0 ok, 3 regression, 4 inconclusive."""
     from greenbench.compare import compare_cli
 
-    sys.exit(compare_cli(db or default_db(), baseline, candidate, list(metrics) or None,
-                         list(thresholds) or None, alpha, strict, fmt, history))
+    sys.exit(
+        compare_cli(
+            db or default_db(),
+            baseline,
+            candidate,
+            list(metrics) or None,
+            list(thresholds) or None,
+            alpha,
+            strict,
+            fmt,
+            history,
+        )
+    )
 
 
 @main.command()
-@click.option("--out", type=click.Path(path_type=Path), required=True,
-              help="folder to write, e.g. reports/NAME")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="folder to write, e.g. reports/NAME",
+)
 @click.option("--title", default="greenbench report", show_default=True)
 @click.option("--ref", help="limit to a run id, git sha or label")
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)

@@ -15,7 +15,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -50,11 +49,15 @@ def resolve_device(spec: RunSpec) -> RunSpec:
         s["device"] = "cuda" if has_cuda else "cpu"
     if s["device"] == "cuda":
         if not has_cuda:
-            raise DeviceUnavailable("--device cuda was asked but torch sees no CUDA device here "
-                                    "(CPU-only torch build or no GPU); use --device cpu")
+            raise DeviceUnavailable(
+                "--device cuda was asked but torch sees no CUDA device here "
+                "(CPU-only torch build or no GPU); use --device cpu"
+            )
         if s["nproc"] > torch.cuda.device_count():
-            raise DeviceUnavailable(f"nproc={s['nproc']} but only {torch.cuda.device_count()} "
-                                    "CUDA device(s) are visible")
+            raise DeviceUnavailable(
+                f"nproc={s['nproc']} but only {torch.cuda.device_count()} "
+                "CUDA device(s) are visible"
+            )
     if s["precision"] == "auto":
         s["precision"] = "bf16" if s["device"] == "cuda" else "fp32"
     return replace(spec, settings=s)
@@ -85,9 +88,9 @@ def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
 
 
 def execute_in_process(spec: RunSpec) -> list[RankResult]:
-    from greenbench.worker import run_rank
-
     import torch
+
+    from greenbench.worker import run_rank
 
     threads = torch.get_num_threads()
     try:
@@ -101,11 +104,17 @@ def execute_in_process(spec: RunSpec) -> list[RankResult]:
         torch.set_num_threads(threads)
 
 
-def torchrun_command(spec: RunSpec, spec_file: Path, out_dir: Path,
-                     rdzv: dict[str, Any] | None = None) -> list[str]:
+def torchrun_command(
+    spec: RunSpec, spec_file: Path, out_dir: Path, rdzv: dict[str, Any] | None = None
+) -> list[str]:
     s = spec.settings
-    cmd = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={s['nproc']}",
-           f"--nnodes={s['nnodes']}"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={s['nproc']}",
+        f"--nnodes={s['nnodes']}",
+    ]
     rdzv = rdzv or {}
     if rdzv.get("endpoint"):
         cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv['endpoint']}"]
@@ -130,7 +139,10 @@ def execute_torchrun(spec: RunSpec, rdzv: dict[str, Any] | None = None) -> list[
         with log.open("wb") as log_f:
             proc = subprocess.Popen(
                 torchrun_command(spec, spec_file, out, rdzv),
-                stdout=log_f, stderr=subprocess.STDOUT, env=env, start_new_session=True,
+                stdout=log_f,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
             )
             try:
                 code = proc.wait(timeout=spec.settings["timeout_s"])
@@ -186,8 +198,13 @@ def failed_rank_of(message: str) -> int | None:
     return None
 
 
-def run_row(spec: RunSpec, run_id: str, device_type: str, fingerprint: dict[str, Any],
-            carbon: tuple[float, str]) -> dict[str, Any]:
+def run_row(
+    spec: RunSpec,
+    run_id: str,
+    device_type: str,
+    fingerprint: dict[str, Any],
+    carbon: tuple[float, str],
+) -> dict[str, Any]:
     from greenbench.store import config_key
 
     s = spec.settings
@@ -254,12 +271,18 @@ def run_specs(
     *,
     on_event: Callable[[str, RunSpec, dict[str, Any]], None] | None = None,
     rdzv: dict[str, Any] | None = None,
+    resume: bool = False,
 ) -> RunSummary:
-    """Run every spec, storing each as it finishes. ``on_event`` drives progress display."""
+    """Run every spec, storing each as it finishes. ``on_event`` drives progress display.
+
+    With ``resume``, configurations that already have an ``ok`` run with the same identity and
+    label in the database are skipped (reported as ``skipped``), so an interrupted suite can be
+    finished without repeating what was stored.
+    """
     from greenbench import hardware
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.metrics import aggregate_repeat
-    from greenbench.store import Store, new_run_id
+    from greenbench.store import Store, config_key, new_run_id
 
     emit = on_event or (lambda *_: None)
     specs = [resolve_device(sp) for sp in specs]
@@ -267,8 +290,12 @@ def run_specs(
     fingerprint = hardware.fingerprint()
     idle = IdlePower()
     summary = RunSummary()
+    done = finished_configs(db_path) if resume else set()
     for spec in specs:
         s = spec.settings
+        if (config_key(spec.identity()), spec.label) in done:
+            emit("skip", spec, {})
+            continue
         carbon = carbon_intensity_g_per_kwh(s["energy.region"])
         peak, peak_source, device_type = peak_flops_for(spec)
         run_id = new_run_id()
@@ -292,8 +319,13 @@ def run_specs(
                 )
                 for k in range(s["repeats"])
             ]
-            outcome = RunOutcome(status="ok", repeats=repeats, ranks=ranks, peak_flops=peak,
-                                 peak_flops_source=peak_source)
+            outcome = RunOutcome(
+                status="ok",
+                repeats=repeats,
+                ranks=ranks,
+                peak_flops=peak,
+                peak_flops_source=peak_source,
+            )
         except KeyboardInterrupt:
             store.mark_run(run_id, "interrupted", "interrupted by the user (SIGINT/SIGTERM)")
             emit("end", spec, {"run_id": run_id, "status": "interrupted"})
@@ -309,9 +341,25 @@ def run_specs(
         summary.statuses.append(status)
         summary.names.append(spec.name)
         summary.errors.append(error)
-        emit("end", spec, {"run_id": run_id, "status": status, "error": error,
-                           "repeats": outcome.repeats})
+        emit(
+            "end",
+            spec,
+            {"run_id": run_id, "status": status, "error": error, "repeats": outcome.repeats},
+        )
     return summary
+
+
+def finished_configs(db_path: Path) -> set[tuple[str, str | None]]:
+    """(config_key, label) of every run stored with status ok."""
+    from greenbench.store import read_frame
+
+    if not Path(db_path).exists():
+        return set()
+    frame = read_frame(db_path, "SELECT DISTINCT config_key, label FROM runs WHERE status = 'ok'")
+    return {
+        (r.config_key, None if r.label is None or r.label != r.label else r.label)
+        for r in frame.itertuples()
+    }
 
 
 def install_sigterm_as_interrupt() -> None:
@@ -321,12 +369,3 @@ def install_sigterm_as_interrupt() -> None:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, handler)
-
-
-def wait_for(predicate: Callable[[], bool], timeout_s: float, interval_s: float = 0.05) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval_s)
-    return predicate()

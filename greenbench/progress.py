@@ -13,8 +13,9 @@ from greenbench.launch import RunSummary, install_sigterm_as_interrupt, run_spec
 from greenbench.spec import RunSpec
 
 
-def run_with_progress(specs: list[RunSpec], db_path: Path, *,
-                      rdzv: dict[str, Any] | None = None) -> RunSummary:
+def run_with_progress(
+    specs: list[RunSpec], db_path: Path, *, rdzv: dict[str, Any] | None = None, resume: bool = False
+) -> RunSummary:
     """Run specs with a progress bar; print one line per finished run and a summary."""
     console = Console(stderr=True)
     install_sigterm_as_interrupt()
@@ -33,15 +34,21 @@ def run_with_progress(specs: list[RunSpec], db_path: Path, *,
             if kind == "start":
                 progress.update(task, description=spec.name)
                 return
+            if kind == "skip":
+                progress.advance(task)
+                progress.console.print(f"{'skipped':<11} {'':12}  {spec.name} (already ok)")
+                return
             progress.advance(task)
             status = info["status"]
             repeats = info.get("repeats") or []
             line = f"{status:<11} {info['run_id']}  {spec.name}"
             if repeats:
                 r = sorted(repeats, key=lambda x: x.tokens_per_s)[len(repeats) // 2]
-                jpt = (f"{r.joules_per_token:.3g} J/token"
-                       f"{'' if r.energy_measured else ' (estimate)'}"
-                       if r.joules_per_token is not None else "energy unavailable")
+                jpt = (
+                    f"{r.joules_per_token:.3g} J/token{'' if r.energy_measured else ' (estimate)'}"
+                    if r.joules_per_token is not None
+                    else "energy unavailable"
+                )
                 mfu = f"MFU {r.mfu:.1%}" if r.mfu is not None else "MFU n/a"
                 line += f"  {r.tokens_per_s:,.0f} tok/s  {jpt}  {mfu}"
             if info.get("error"):
@@ -50,7 +57,7 @@ def run_with_progress(specs: list[RunSpec], db_path: Path, *,
             rows.append((spec.name, status, info.get("error")))
 
         try:
-            summary = run_specs(specs, db_path, on_event=on_event, rdzv=rdzv)
+            summary = run_specs(specs, db_path, on_event=on_event, rdzv=rdzv, resume=resume)
         except KeyboardInterrupt:
             console.print(f"[yellow]interrupted[/yellow]: finished runs are kept in {db_path}")
             raise SystemExit(130) from None

@@ -53,15 +53,32 @@ def listing(what: str, db_path: Path, limit: int) -> None:
         if runs.empty:
             console.print(f"no runs in {db_path} yet: `greenbench run --suite smoke`")
             return
-        table = Table("run id", "status", "workload", "configuration", "repeats", "tokens/s",
-                      "J/token", "source", "started")
+        table = Table(
+            "run id",
+            "status",
+            "workload",
+            "configuration",
+            "repeats",
+            "tokens/s",
+            "J/token",
+            "source",
+            "started",
+        )
         for r in runs.itertuples():
             source = r.energy_source or "—"
             if r.energy_measured is False:
                 source += " (est.)"
-            table.add_row(r.run_id, r.status, r.workload, r.config_name, str(r.n_repeats),
-                          _fmt(r.tokens_per_s_median, ",.0f"), _fmt(r.joules_per_token_median),
-                          source, str(r.started_at)[:19])
+            table.add_row(
+                r.run_id,
+                r.status,
+                r.workload,
+                r.config_name,
+                str(r.n_repeats),
+                _fmt(r.tokens_per_s_median, ",.0f"),
+                _fmt(r.joules_per_token_median),
+                source,
+                str(r.started_at)[:19],
+            )
         console.print(table)
 
 
@@ -69,37 +86,68 @@ def run_detail(db_path: Path, run_id: str) -> None:
     from greenbench.store import get_run
 
     run = get_run(db_path, run_id)
-    console.print(f"[bold]{run['run_id']}[/bold]  {run['workload']}  {run['config_name']}  "
-                  f"status={run['status']}")
+    console.print(
+        f"[bold]{run['run_id']}[/bold]  {run['workload']}  {run['config_name']}  "
+        f"status={run['status']}"
+    )
     if run.get("error"):
         console.print(f"[red]error[/red] (rank {run.get('failed_rank')}): {run['error']}")
-    console.print(f"device {run['device_type']} ×{run['nproc'] * run['nnodes']} "
-                  f"{run['precision']}; label={run.get('label')} git={run.get('git_sha')}; "
-                  f"peak {_fmt(run.get('peak_flops'))} FLOP/s ({run.get('peak_flops_source')})")
+    console.print(
+        f"device {run['device_type']} ×{run['nproc'] * run['nnodes']} "
+        f"{run['precision']}; label={run.get('label')} git={run.get('git_sha')}; "
+        f"peak {_fmt(run.get('peak_flops'))} FLOP/s ({run.get('peak_flops_source')})"
+    )
     config = run["config"] if isinstance(run["config"], dict) else json.loads(run["config"])
     console.print("settings: " + ", ".join(f"{k}={v}" for k, v in config["settings"].items()))
     results = run.get("results", [])
     if results:
         est = "" if all(r["energy_measured"] for r in results) else " [yellow](estimate)[/yellow]"
-        table = Table("repeat", "tokens", "seconds", "tokens/s", "J/token" + est, "net J/token",
-                      "MFU", "peak mem MiB", "p50 step s", "wait", "CO2 g", "note",
-                      title="repeats")
+        table = Table(
+            "repeat",
+            "tokens",
+            "seconds",
+            "tokens/s",
+            "J/token" + est,
+            "net J/token",
+            "MFU",
+            "peak mem MiB",
+            "p50 step s",
+            "wait",
+            "CO2 g",
+            "note",
+            title="repeats",
+        )
         for r in results:
-            table.add_row(str(r["repeat"]), str(r["tokens"]), _fmt(r["seconds"], ".3f"),
-                          _fmt(r["tokens_per_s"], ",.0f"), _fmt(r["joules_per_token"]),
-                          _fmt(r["net_joules_per_token"]), _fmt(r["mfu"], ".2%"),
-                          _fmt((r["peak_mem_bytes"] or 0) / 2**20, ",.0f"),
-                          _fmt(r["step_time_p50_s"], ".3f"), _fmt(r["wait_fraction"], ".1%"),
-                          _fmt(r["co2_g"], ".3g"), r.get("energy_note") or "")
+            table.add_row(
+                str(r["repeat"]),
+                str(r["tokens"]),
+                _fmt(r["seconds"], ".3f"),
+                _fmt(r["tokens_per_s"], ",.0f"),
+                _fmt(r["joules_per_token"]),
+                _fmt(r["net_joules_per_token"]),
+                _fmt(r["mfu"], ".2%"),
+                _fmt((r["peak_mem_bytes"] or 0) / 2**20, ",.0f"),
+                _fmt(r["step_time_p50_s"], ".3f"),
+                _fmt(r["wait_fraction"], ".1%"),
+                _fmt(r["co2_g"], ".3g"),
+                r.get("energy_note") or "",
+            )
         console.print(table)
     ranks = run.get("rank_results", [])
     if len({r["rank"] for r in ranks}) > 1:
-        table = Table("repeat", "rank", "tokens", "compute s", "comm s", "wait s", "energy J",
-                      title="ranks")
+        table = Table(
+            "repeat", "rank", "tokens", "compute s", "comm s", "wait s", "energy J", title="ranks"
+        )
         for r in ranks:
-            table.add_row(str(r["repeat"]), str(r["rank"]), str(r["tokens"]),
-                          _fmt(r["compute_s"], ".3f"), _fmt(r["comm_s"], ".3f"),
-                          _fmt(r["wait_s"], ".3f"), _fmt(r["energy_j"], ".4g"))
+            table.add_row(
+                str(r["repeat"]),
+                str(r["rank"]),
+                str(r["tokens"]),
+                _fmt(r["compute_s"], ".3f"),
+                _fmt(r["comm_s"], ".3f"),
+                _fmt(r["wait_s"], ".3f"),
+                _fmt(r["energy_j"], ".4g"),
+            )
         console.print(table)
 
 
@@ -116,8 +164,7 @@ def doctor() -> None:
     console.print(f"[bold]devices[/bold]: {describe_cuda(names)}")
     table = Table("energy source", "available", "why")
     for p in probes:
-        table.add_row(p.source, "[green]yes[/green]" if p.available else "[red]no[/red]",
-                      p.reason)
+        table.add_row(p.source, "[green]yes[/green]" if p.available else "[red]no[/red]", p.reason)
     console.print(table)
     for line in explain_choices(probes, names).values():
         console.print(line)

@@ -14,10 +14,12 @@ from __future__ import annotations
 import difflib
 import itertools
 import json
-import tomllib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import tomllib
 
 from greenbench.errors import SpecError
 
@@ -180,7 +182,7 @@ def coerce(key: str, value: Any) -> Any:
                 raise ValueError(value)
             return int(value)
         if kind is float:
-            if isinstance(value, bool):
+            if isinstance(value, bool) or not math.isfinite(float(value)):
                 raise ValueError(value)
             return float(value)
         if not isinstance(value, str):
@@ -188,7 +190,9 @@ def coerce(key: str, value: Any) -> Any:
         return value
     except (TypeError, ValueError):
         raise SpecError(
-            f"setting {key!r} expects {kind.__name__}, got {value!r}"
+            f"setting {key!r} expects a finite {kind.__name__}, got {value!r}"
+            if kind is float
+            else f"setting {key!r} expects {kind.__name__}, got {value!r}"
         ) from None
 
 
@@ -244,7 +248,9 @@ def load_suite(name_or_path: str) -> SuiteSpec:
         path = workloads_dir() / f"{name_or_path}.toml"
         if not path.exists():
             known = ", ".join(available_suites()) or "none"
-            raise SpecError(f"unknown suite {name_or_path!r} (known: {known}; or give a .toml path)")
+            raise SpecError(
+                f"unknown suite {name_or_path!r} (known: {known}; or give a .toml path)"
+            )
     try:
         data = tomllib.loads(path.read_text())
     except tomllib.TOMLDecodeError as exc:
@@ -257,8 +263,10 @@ def load_suite(name_or_path: str) -> SuiteSpec:
 def parse_suite(data: dict[str, Any], *, name: str, where: str) -> SuiteSpec:
     unknown = set(data) - {"name", "description", "defaults", "entries"}
     if unknown:
-        raise SpecError(f"{where}: unknown top-level key(s) {sorted(unknown)}; expected "
-                        "description, defaults, [[entries]]")
+        raise SpecError(
+            f"{where}: unknown top-level key(s) {sorted(unknown)}; expected "
+            "description, defaults, [[entries]]"
+        )
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
         raise SpecError(f"{where}: [defaults] must be a table")
@@ -271,8 +279,9 @@ def parse_suite(data: dict[str, Any], *, name: str, where: str) -> SuiteSpec:
             raise SpecError(f"{where}: entry {i + 1} has no 'workload'")
         extra = set(entry) - {"workload", "set"}
         if extra:
-            raise SpecError(f"{where}: entry {i + 1}: unknown key(s) {sorted(extra)} "
-                            "(put settings under 'set')")
+            raise SpecError(
+                f"{where}: entry {i + 1}: unknown key(s) {sorted(extra)} (put settings under 'set')"
+            )
         overrides = entry.get("set", {})
         if not isinstance(overrides, dict):
             raise SpecError(f"{where}: entry {i + 1}: 'set' must be a table")
@@ -324,7 +333,7 @@ def expand_suite(suite: SuiteSpec, cli: dict[str, Any], *, label: str | None) ->
 
 def validate(spec: RunSpec) -> None:
     """Check every value; raise SpecError naming the first problem."""
-    from greenbench.data import LENGTH_DISTRIBUTIONS, COST_MODELS
+    from greenbench.data import COST_MODELS, LENGTH_DISTRIBUTIONS
     from greenbench.models import FAMILIES
     from greenbench.strategies import STRATEGIES
 
@@ -348,18 +357,22 @@ def validate(spec: RunSpec) -> None:
             f"({', '.join(sizes)})"
         )
     for key in POSITIVE:
-        if s[key] <= 0:
+        if not s[key] > 0:
             raise SpecError(f"{key} must be > 0, got {s[key]!r}")
     for key in NON_NEGATIVE:
-        if s[key] < 0:
+        if not s[key] >= 0:
             raise SpecError(f"{key} must be >= 0, got {s[key]!r}")
     if s["train.max_steps"] < s["train.steps"]:
         raise SpecError("train.max_steps must be >= train.steps")
     world = s["nproc"] * s["nnodes"]
     if s["strategy"] == "single" and world != 1:
-        raise SpecError(f"strategy 'single' runs one rank; got nproc×nnodes = {world} "
-                        "(use ddp or fsdp for several ranks)")
+        raise SpecError(
+            f"strategy 'single' runs one rank; got nproc×nnodes = {world} "
+            "(use ddp or fsdp for several ranks)"
+        )
     if s["data.global_batch"] % world:
-        raise SpecError(f"data.global_batch={s['data.global_batch']} must be divisible by the "
-                        f"number of ranks ({world})")
+        raise SpecError(
+            f"data.global_batch={s['data.global_batch']} must be divisible by the "
+            f"number of ranks ({world})"
+        )
     STRATEGIES[s["strategy"]].validate(spec)

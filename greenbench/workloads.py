@@ -31,7 +31,10 @@ WORKLOADS: dict[str, Workload] = {
                 "of the same parameter count, and at which sequence length does it win?"
             ),
             base={"model.size": "tiny", "data.lengths": "fixed", "strategy": "single"},
-            sweep={"model.family": ["transformer", "mamba"], "data.seq_len": [256, 512, 1024, 2048]},
+            sweep={
+                "model.family": ["transformer", "mamba"],
+                "data.seq_len": [256, 512, 1024, 2048],
+            },
         ),
         Workload(
             name="data-parallel",

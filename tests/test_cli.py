@@ -12,14 +12,22 @@ from click.testing import CliRunner
 from greenbench.cli import main
 
 TINY = [
-    "--set", "data.seq_len=64",
-    "--set", "data.global_batch=2",
-    "--set", "data.micro_batch=2",
-    "--set", "train.warmup_steps=1",
-    "--set", "train.steps=2",
-    "--set", "train.min_window_s=0.2",
-    "--set", "energy.idle_s=0.2",
-    "--repeats", "2",
+    "--set",
+    "data.seq_len=64",
+    "--set",
+    "data.global_batch=2",
+    "--set",
+    "data.micro_batch=2",
+    "--set",
+    "train.warmup_steps=1",
+    "--set",
+    "train.steps=2",
+    "--set",
+    "train.min_window_s=0.2",
+    "--set",
+    "energy.idle_s=0.2",
+    "--repeats",
+    "2",
 ]
 
 
@@ -35,14 +43,19 @@ def invoke(*args: str):
 @pytest.mark.slow
 def test_run_workload_stores_honest_results(tmp_path: Path):
     db = tmp_path / "r.duckdb"
-    result = invoke("run", "--workload", "transformer-vs-mamba", *TINY, "--db", str(db),
-                    "--label", "e2e")
+    result = invoke(
+        "run", "--workload", "transformer-vs-mamba", *TINY, "--db", str(db), "--label", "e2e"
+    )
     assert result.exit_code == 0, result.output
     con = duckdb.connect(str(db), read_only=True)
-    runs = con.execute("SELECT run_id, status, model_family, label, energy_source, "
-                       "energy_measured, peak_flops_source FROM runs").fetchall()
-    rows = con.execute("SELECT tokens_per_s, joules_per_token, mfu, energy_source, "
-                       "energy_measured, tokens FROM results").fetchall()
+    runs = con.execute(
+        "SELECT run_id, status, model_family, label, energy_source, "
+        "energy_measured, peak_flops_source FROM runs"
+    ).fetchall()
+    rows = con.execute(
+        "SELECT tokens_per_s, joules_per_token, mfu, energy_source, "
+        "energy_measured, tokens FROM results"
+    ).fetchall()
     con.close()
     assert {r[2] for r in runs} == {"transformer", "mamba"}
     assert all(r[1] == "ok" and r[3] == "e2e" for r in runs)
@@ -68,10 +81,11 @@ def test_run_workload_stores_honest_results(tmp_path: Path):
     [
         (["run", "--suite", "nope"], "unknown suite 'nope'"),
         (["run", "--workload", "nope"], "unknown workload 'nope'"),
-        (["run", "--workload", "transformer-vs-mamba", "--set", "model.sise=tiny"],
-         "did you mean 'model.size'"),
-        (["run", "--workload", "transformer-vs-mamba", "--set", "data.seq_len=x"],
-         "expects int"),
+        (
+            ["run", "--workload", "transformer-vs-mamba", "--set", "model.sise=tiny"],
+            "did you mean 'model.size'",
+        ),
+        (["run", "--workload", "transformer-vs-mamba", "--set", "data.seq_len=x"], "expects int"),
         (["run", "--workload", "transformer-vs-mamba", "--device", "cuda"], "no CUDA device"),
         (["run"], "exactly one of --suite"),
     ],
@@ -87,8 +101,9 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, args, message
 
 def test_missing_db_directory_is_refused(tmp_path):
     db = tmp_path / "missing" / "r.duckdb"
-    result = CliRunner().invoke(main, ["run", "--workload", "transformer-vs-mamba", *TINY,
-                                       "--db", str(db)])
+    result = CliRunner().invoke(
+        main, ["run", "--workload", "transformer-vs-mamba", *TINY, "--db", str(db)]
+    )
     assert result.exit_code == 2
     assert "error:" in result.stderr and not db.parent.exists()
 
@@ -112,11 +127,12 @@ def test_show_unknown_run(tmp_path, seeded_db):
 def test_export_formats(tmp_path, seeded_db):
     for fmt in ("csv", "parquet"):
         out = tmp_path / f"x.{fmt}"
-        assert invoke("export", "--format", fmt, "--out", str(out), "--db", str(seeded_db)
-                      ).exit_code == 0
+        assert (
+            invoke("export", "--format", fmt, "--out", str(out), "--db", str(seeded_db)).exit_code
+            == 0
+        )
         assert out.stat().st_size > 0
     out = tmp_path / "x.json"
     invoke("export", "--format", "json", "--out", str(out), "--db", str(seeded_db))
     text = out.read_text()
-    assert "joules_per_token" in text and (text.startswith("[") or json.loads(
-        text.splitlines()[0]))
+    assert "joules_per_token" in text and (text.startswith("[") or json.loads(text.splitlines()[0]))

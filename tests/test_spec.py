@@ -45,13 +45,16 @@ def test_override_collapses_a_sweep_and_comma_sweeps():
 
 
 def test_precedence_cli_over_suite(tmp_path):
-    path = write(tmp_path, """
+    path = write(
+        tmp_path,
+        """
 [defaults]
 repeats = 4
 [[entries]]
 workload = "transformer-vs-mamba"
 set = { "data.seq_len" = 128, repeats = 2 }
-""")
+""",
+    )
     suite = load_suite(str(path))
     assert {s["repeats"] for s in expand_suite(suite, {}, label=None)} == {2}
     assert {s["repeats"] for s in expand_suite(suite, {"repeats": 7}, label="x")} == {7}
@@ -59,8 +62,10 @@ set = { "data.seq_len" = 128, repeats = 2 }
 
 def test_identity_ignores_repeats_and_debug():
     a = expand("transformer-vs-mamba", [{"data.seq_len": 128, "model.family": "mamba"}])[0]
-    b = expand("transformer-vs-mamba", [{"data.seq_len": 128, "model.family": "mamba",
-                                         "repeats": 9, "debug.slowdown_s": 0.5}])[0]
+    b = expand(
+        "transformer-vs-mamba",
+        [{"data.seq_len": 128, "model.family": "mamba", "repeats": 9, "debug.slowdown_s": 0.5}],
+    )[0]
     assert a.identity() == b.identity()
     c = expand("transformer-vs-mamba", [{"data.seq_len": 256, "model.family": "mamba"}])[0]
     assert a.identity() != c.identity()
@@ -113,10 +118,14 @@ def test_unknown_workload_and_suite():
         ("description = 'x'", "at least one"),
         ("[[entries]]\nset = {}", "no 'workload'"),
         ("[[entries]]\nworkload = 'transformer-vs-mamba'\nrepeats = 2", "put settings under"),
-        ("[defaults]\nbogus = 1\n[[entries]]\nworkload = 'transformer-vs-mamba'",
-         "unknown setting 'bogus'"),
-        ("[defaults]\nrepeats = 'three'\n[[entries]]\nworkload = 'transformer-vs-mamba'",
-         "expects int"),
+        (
+            "[defaults]\nbogus = 1\n[[entries]]\nworkload = 'transformer-vs-mamba'",
+            "unknown setting 'bogus'",
+        ),
+        (
+            "[defaults]\nrepeats = 'three'\n[[entries]]\nworkload = 'transformer-vs-mamba'",
+            "expects int",
+        ),
         ("colour = 'green'\n[[entries]]\nworkload = 'transformer-vs-mamba'", "top-level"),
     ],
 )

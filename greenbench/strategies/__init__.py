@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from greenbench.strategies.base import DistContext, Strategy, StepTimes
+from greenbench.strategies.base import DistContext, StepTimes, Strategy
 from greenbench.strategies.ddp import DDP
 from greenbench.strategies.fsdp import FSDP
 from greenbench.strategies.single import Single

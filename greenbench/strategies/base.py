@@ -66,8 +66,9 @@ class Strategy(ABC):
         self.ctx = ctx
 
     @classmethod
-    def validate(cls, spec: RunSpec) -> None:  # noqa: B027 - optional hook
-        """Raise SpecError for a setting this strategy cannot run."""
+    def validate(cls, spec: RunSpec) -> None:
+        """Raise SpecError for a setting this strategy cannot run (none by default)."""
+        return None
 
     @abstractmethod
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:

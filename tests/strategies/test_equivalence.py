@@ -19,8 +19,16 @@ from greenbench.models import build_model, model_info
 from greenbench.strategies import STRATEGIES, DistContext
 
 STEPS = 3
-SETTINGS = dict(lengths="fixed", seq_len=32, global_batch=8, micro_batch=2,
-                mode="same-count", cost_model="linear", scale=1.0, seed=3)
+SETTINGS = dict(
+    lengths="fixed",
+    seq_len=32,
+    global_batch=8,
+    micro_batch=2,
+    mode="same-count",
+    cost_model="linear",
+    scale=1.0,
+    seed=3,
+)
 
 
 def free_port() -> int:
@@ -33,8 +41,13 @@ def train(strategy: str, family: str, rank: int, world: int) -> dict[str, torch.
     torch.manual_seed(0)
     info = model_info(family, "tiny")
     model = build_model(family, "tiny", seed=0)
-    ctx = DistContext(rank=rank, local_rank=rank, world_size=world,
-                      device=torch.device("cpu"), dtype=torch.float32)
+    ctx = DistContext(
+        rank=rank,
+        local_rank=rank,
+        world_size=world,
+        device=torch.device("cpu"),
+        dtype=torch.float32,
+    )
     strat = STRATEGIES[strategy](ctx)
     wrapped = strat.wrap(model)
     optimizer = torch.optim.AdamW(wrapped.parameters(), lr=1e-2)
