@@ -28,6 +28,7 @@ from greenbench.results import RankResult
 from greenbench.spec import RunSpec
 from greenbench.strategies import STRATEGIES, DistContext
 from greenbench.strategies.base import synchronize
+from greenbench.window import WindowTally, batch_flops
 
 
 def dist_context(device: str, precision: str) -> DistContext:
@@ -74,7 +75,6 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
     from greenbench.data import MarkovSource, make_step_batches
     from greenbench.energy import select_meter
     from greenbench.models import build_model, model_info
-    from greenbench.models.flops import flops_per_token
 
     s = spec.settings
     ctx = dist_context(s["device"], s["precision"])
@@ -103,11 +103,6 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
         )
         return batches[ctx.rank]
 
-    def step_flops(batch) -> float:
-        return sum(
-            mb.n_tokens * flops_per_token(info, mb.input_ids.shape[1]) for mb in batch.microbatches
-        )
-
     step = 0
     warm_times = []
     for _ in range(s["train.warmup_steps"]):
@@ -130,11 +125,7 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
             batches = [batch_for(step + i) for i in range(n_steps)]
             step += n_steps
             reset_peak_memory(ctx.device)
-            step_times: list[float] = []
-            compute_s = comm_s = wait_s = loss_sum = 0.0
-            tokens = 0
-            flops = 0.0
-            n_micro = 0
+            tally = WindowTally()
             synchronize(ctx.device)
             meter.begin()
             window_start = time.perf_counter()
@@ -146,14 +137,7 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
                 if s["debug.slowdown_s"]:
                     time.sleep(s["debug.slowdown_s"])
                     times.compute_s += s["debug.slowdown_s"]
-                step_times.append(time.perf_counter() - t0)
-                compute_s += times.compute_s
-                comm_s += times.comm_s
-                wait_s += times.wait_s
-                loss_sum += loss
-                tokens += sum(mb.n_tokens for mb in batch.microbatches)
-                flops += step_flops(batch)
-                n_micro += len(batch.microbatches)
+                tally.add(time.perf_counter() - t0, times, loss, batch, batch_flops(info, batch))
             synchronize(ctx.device)
             seconds = time.perf_counter() - window_start
             window = meter.end()
@@ -165,16 +149,16 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
                     local_rank=ctx.local_rank,
                     host=host,
                     repeat=repeat,
-                    tokens=tokens,
+                    tokens=tally.tokens,
                     seconds=seconds,
-                    compute_s=compute_s,
-                    comm_s=comm_s,
-                    wait_s=wait_s,
-                    step_times_s=tuple(step_times),
+                    compute_s=tally.compute_s,
+                    comm_s=tally.comm_s,
+                    wait_s=tally.wait_s,
+                    step_times_s=tuple(tally.step_times_s),
                     peak_mem_bytes=peak_memory_bytes(ctx.device),
-                    flops=flops,
-                    loss=loss_sum / max(tokens, 1),
-                    n_microbatches=n_micro,
+                    flops=tally.flops,
+                    loss=tally.mean_loss,
+                    n_microbatches=tally.n_microbatches,
                     energy=window,
                 )
             )
