@@ -27,8 +27,14 @@ def main() -> None:
         db = Path(tmp) / "wait.duckdb"
         specs = expand(
             "data-parallel",
-            [{"strategy": args.strategy, "data.lengths": ["fixed", "longalign"],
-              "repeats": args.repeats, "energy.idle_s": 0.5}],
+            [
+                {
+                    "strategy": args.strategy,
+                    "data.lengths": ["fixed", "longalign"],
+                    "repeats": args.repeats,
+                    "energy.idle_s": 0.5,
+                }
+            ],
         )
         summary = run_specs(specs, db)
         if summary.failed:
@@ -36,13 +42,16 @@ def main() -> None:
         frame = read_frame(
             db,
             "SELECT ru.lengths, median(re.wait_fraction) AS wait, median(re.wait_energy_j) AS "
-            "wait_j, median(re.tokens_per_s) AS tps, bool_and(re.energy_measured) AS measured FROM runs ru JOIN results re USING (run_id) "
+            "wait_j, median(re.tokens_per_s) AS tps, bool_and(re.energy_measured) AS measured "
+            "FROM runs ru JOIN results re USING (run_id) "
             "GROUP BY ru.lengths",
         ).set_index("lengths")
     for lengths, row in frame.iterrows():
-        print(f"{args.strategy} {lengths:<10} wait_fraction = {row.wait:.3f}  "
-              f"wait energy = {row.wait_j:.3g} J ({'measured' if row.measured else 'estimate'})  "
-              f"tokens/s = {row.tps:,.0f}")
+        print(
+            f"{args.strategy} {lengths:<10} wait_fraction = {row.wait:.3f}  "
+            f"wait energy = {row.wait_j:.3g} J ({'measured' if row.measured else 'estimate'})  "
+            f"tokens/s = {row.tps:,.0f}"
+        )
     ratio = frame.loc["longalign", "wait"] / max(frame.loc["fixed", "wait"], 1e-9)
     print(f"wait_fraction longalign / fixed = {ratio:.2f}")
 
