@@ -1,4 +1,4 @@
-"""Runs RunSpecs: one rank in process, several through torchrun; collects and stores results.
+"""Runs RunSpecs (each in child processes, see execute.py); collects and stores results.
 
 The launcher is the only writer of the database. For each configuration it inserts a `running`
 row, executes, aggregates the ranks' windows into one row per repeat and finishes the row in one
@@ -10,18 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-import os
 import signal
-import subprocess
-import sys
-import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from greenbench.errors import DeviceUnavailable, GreenbenchError, WorkerFailed
-from greenbench.results import RankResult, RunOutcome
+from greenbench.execute import execute, failed_rank_of, threads_per_rank
+from greenbench.results import RunOutcome
 from greenbench.spec import RunSpec
 
 
@@ -63,10 +60,6 @@ def resolve_device(spec: RunSpec) -> RunSpec:
     return replace(spec, settings=s)
 
 
-def threads_per_rank(nproc: int) -> int:
-    return max(1, (os.cpu_count() or 1) // nproc)
-
-
 def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
     """(peak FLOP/s per device, where it came from, device type name) for MFU."""
     from greenbench import hardware
@@ -85,117 +78,6 @@ def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
     dtype = torch.bfloat16 if s["precision"] == "bf16" else torch.float32
     peak = hardware.cpu_gemm_peak_flops(threads_per_rank(s["nproc"]), dtype)
     return peak, "cpu-gemm-calibration", f"cpu:{hardware.cpu_model()}"
-
-
-def execute_in_process(spec: RunSpec) -> list[RankResult]:
-    import torch
-
-    from greenbench.worker import run_rank
-
-    threads = torch.get_num_threads()
-    try:
-        torch.set_num_threads(threads_per_rank(1))
-        return run_rank(spec)
-    except (KeyboardInterrupt, GreenbenchError):
-        raise
-    except Exception as exc:
-        raise WorkerFailed(f"rank 0: {type(exc).__name__}: {exc}") from exc
-    finally:
-        torch.set_num_threads(threads)
-
-
-def torchrun_command(
-    spec: RunSpec, spec_file: Path, out_dir: Path, rdzv: dict[str, Any] | None = None
-) -> list[str]:
-    s = spec.settings
-    cmd = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        f"--nproc-per-node={s['nproc']}",
-        f"--nnodes={s['nnodes']}",
-    ]
-    rdzv = rdzv or {}
-    if rdzv.get("endpoint"):
-        cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv['endpoint']}"]
-        if rdzv.get("node_rank") is not None:
-            cmd.append(f"--node-rank={rdzv['node_rank']}")
-    else:
-        cmd.append("--standalone")
-    cmd += ["-m", "greenbench.worker", "--spec", str(spec_file), "--out", str(out_dir)]
-    return cmd
-
-
-def execute_torchrun(spec: RunSpec, rdzv: dict[str, Any] | None = None) -> list[RankResult]:
-    """Run every rank through torchrun; raise WorkerFailed naming the first rank that failed."""
-    with tempfile.TemporaryDirectory(prefix="greenbench-") as tmp:
-        out = Path(tmp)
-        spec_file = out / "spec.json"
-        spec_file.write_text(spec.to_json())
-        env = dict(os.environ)
-        env["OMP_NUM_THREADS"] = str(threads_per_rank(spec.settings["nproc"]))
-        env.setdefault("PYTHONUNBUFFERED", "1")
-        log = out / "torchrun.log"
-        with log.open("wb") as log_f:
-            proc = subprocess.Popen(
-                torchrun_command(spec, spec_file, out, rdzv),
-                stdout=log_f,
-                stderr=subprocess.STDOUT,
-                env=env,
-                start_new_session=True,
-            )
-            try:
-                code = proc.wait(timeout=spec.settings["timeout_s"])
-            except subprocess.TimeoutExpired:
-                kill_group(proc)
-                raise WorkerFailed(
-                    f"timed out after {spec.settings['timeout_s']:.0f} s (timeout_s)"
-                ) from None
-            except BaseException:
-                kill_group(proc)
-                raise
-        results = out / "results.json"
-        if code == 0 and results.exists():
-            return [RankResult.from_dict(d) for d in json.loads(results.read_text())]
-        raise WorkerFailed(first_error(out, code, log))
-
-
-def kill_group(proc: subprocess.Popen) -> None:
-    """Stop torchrun and every rank it started (they share its process group)."""
-    for sig, wait_s in ((signal.SIGTERM, 5.0), (signal.SIGKILL, 5.0)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
-            return
-        try:
-            proc.wait(timeout=wait_s)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
-def first_error(out: Path, code: int, log: Path) -> str:
-    """The earliest error a rank reported, or torchrun's own output when none did."""
-    errors = []
-    for f in out.glob("error-rank*.json"):
-        try:
-            errors.append(json.loads(f.read_text()))
-        except (OSError, json.JSONDecodeError):
-            continue
-    if errors:
-        first = min(errors, key=lambda e: e["time"])
-        return f"rank {first['rank']}: {first['error']}"
-    tail = log.read_text(errors="replace").strip().splitlines()[-5:] if log.exists() else []
-    return f"torchrun exited with code {code}: " + " | ".join(tail)
-
-
-def failed_rank_of(message: str) -> int | None:
-    if message.startswith("rank "):
-        try:
-            return int(message.split()[1].rstrip(":"))
-        except ValueError:
-            return None
-    return None
 
 
 def run_row(
@@ -304,10 +186,7 @@ def run_specs(
         status, error = "ok", None
         try:
             idle_w = idle.get(spec)
-            if s["nproc"] * s["nnodes"] == 1:
-                ranks = execute_in_process(spec)
-            else:
-                ranks = execute_torchrun(spec, rdzv)
+            ranks = execute(spec, rdzv)
             world = s["nproc"] * s["nnodes"]
             repeats = [
                 aggregate_repeat(

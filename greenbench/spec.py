@@ -54,6 +54,8 @@ DEFAULTS: dict[str, Any] = {
     "debug.slowdown_s": 0.0,  # sleep added to every training step
     "debug.fail_rank": -1,  # this rank raises at the first measured step
     "debug.hang_rank": -1,  # this rank sleeps forever at the first measured step
+    "debug.kill_rank": -1,  # this rank SIGKILLs itself at the first measured step
+    "debug.oom_rank": -1,  # this rank makes an allocation the machine cannot satisfy
 }
 
 #: settings that do not change *what* is measured, so not part of a configuration's identity

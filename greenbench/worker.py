@@ -16,6 +16,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import socket
 import sys
 import time
@@ -24,6 +25,7 @@ from pathlib import Path
 
 import torch
 
+from greenbench.execute import die_with_parent
 from greenbench.results import RankResult
 from greenbench.spec import RunSpec
 from greenbench.strategies import STRATEGIES, DistContext
@@ -193,12 +195,16 @@ def flag_short(window, seconds: float, min_s: float):
 
 
 def inject_faults(s: dict, rank: int) -> None:
-    """Test hooks (debug.* settings): make a chosen rank fail or hang."""
+    """Test hooks (debug.* settings): make a chosen rank fail, hang, die or run out of memory."""
     if s["debug.fail_rank"] == rank:
         raise RuntimeError(f"injected failure on rank {rank} (debug.fail_rank)")
     if s["debug.hang_rank"] == rank:
         while True:
             time.sleep(60)
+    if s["debug.kill_rank"] == rank:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if s["debug.oom_rank"] == rank:
+        torch.empty(1 << 46, dtype=torch.uint8)  # 64 TiB: the allocator refuses, as in a real OOM
 
 
 def gather(results: list[RankResult], ctx: DistContext) -> list[RankResult] | None:
@@ -223,11 +229,14 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     spec = RunSpec.from_dict(json.loads(args.spec.read_text()))
     rank = int(os.environ.get("RANK", 0))
+    die_with_parent()
     try:
         import torch.distributed as dist
 
-        backend = "nccl" if spec.settings["device"] == "cuda" else "gloo"
-        dist.init_process_group(backend=backend)
+        distributed = int(os.environ.get("WORLD_SIZE", 1)) > 1
+        if distributed:
+            backend = "nccl" if spec.settings["device"] == "cuda" else "gloo"
+            dist.init_process_group(backend=backend)
         ctx = dist_context(spec.settings["device"], spec.settings["precision"])
         results = run_rank(spec)
         gathered = gather(results, ctx)
@@ -235,7 +244,8 @@ def main(argv: list[str] | None = None) -> int:
             tmp = args.out / "results.json.tmp"
             tmp.write_text(json.dumps([r.to_dict() for r in gathered]))
             tmp.replace(args.out / "results.json")
-        dist.destroy_process_group()
+        if distributed:
+            dist.destroy_process_group()
     except BaseException as exc:
         error = {
             "rank": rank,

@@ -1,0 +1,168 @@
+"""Running one configuration's ranks as child processes, and saying why one failed.
+
+Every configuration runs in child processes, one rank as ``python -m greenbench.worker`` and
+several through torchrun (``torch.distributed.run``), so that a rank that crashes, hangs, is
+killed or runs out of memory costs that configuration only: the launcher stays alive, kills the
+whole process group, records which rank failed and why, and the suite goes on. Children die with
+the launcher (``PR_SET_PDEATHSIG``), so even a SIGKILLed launcher leaves no orphans.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from greenbench.errors import WorkerFailed
+from greenbench.results import RankResult
+from greenbench.spec import RunSpec
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(sig: int = signal.SIGTERM) -> None:
+    """Ask Linux to send ``sig`` to this process when its parent exits (no-op elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    except OSError:
+        pass
+
+
+def threads_per_rank(nproc: int) -> int:
+    """CPU threads per rank so that the ranks of one node do not oversubscribe its cores."""
+    return max(1, (os.cpu_count() or 1) // nproc)
+
+
+def worker_command(
+    spec: RunSpec, spec_file: Path, out_dir: Path, rdzv: dict[str, Any] | None = None
+) -> list[str]:
+    s = spec.settings
+    worker = ["-m", "greenbench.worker", "--spec", str(spec_file), "--out", str(out_dir)]
+    if s["nproc"] * s["nnodes"] == 1:
+        return [sys.executable, *worker]
+    cmd = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        f"--nproc-per-node={s['nproc']}",
+        f"--nnodes={s['nnodes']}",
+    ]
+    rdzv = rdzv or {}
+    if rdzv.get("endpoint"):
+        cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv['endpoint']}"]
+        if rdzv.get("node_rank") is not None:
+            cmd.append(f"--node-rank={rdzv['node_rank']}")
+    else:
+        cmd.append("--standalone")
+    return [*cmd, *worker]
+
+
+def execute(spec: RunSpec, rdzv: dict[str, Any] | None = None) -> list[RankResult]:
+    """Run every rank of ``spec``; return their results or raise WorkerFailed (rank and why)."""
+    timeout_s = spec.settings["timeout_s"]
+    with tempfile.TemporaryDirectory(prefix="greenbench-") as tmp:
+        out = Path(tmp)
+        spec_file = out / "spec.json"
+        spec_file.write_text(spec.to_json())
+        env = dict(os.environ)
+        env["OMP_NUM_THREADS"] = str(threads_per_rank(spec.settings["nproc"]))
+        env["PYTHONUNBUFFERED"] = "1"
+        log = out / "worker.log"
+        with log.open("wb") as log_f:
+            proc = subprocess.Popen(
+                worker_command(spec, spec_file, out, rdzv),
+                stdout=log_f,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+                preexec_fn=die_with_parent,
+            )
+            try:
+                code = proc.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                kill_group(proc)
+                raise WorkerFailed(f"timed out after {timeout_s:g} s (timeout_s)") from None
+            except BaseException:
+                kill_group(proc)
+                raise
+            kill_group(proc)  # a rank torchrun left behind, if any
+        results = out / "results.json"
+        if code == 0 and results.exists():
+            return [RankResult.from_dict(d) for d in json.loads(results.read_text())]
+        raise WorkerFailed(first_error(out, code, log))
+
+
+def kill_group(proc: subprocess.Popen) -> None:
+    """Stop the child and everything it started (they share its process group)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=5.0)
+        except subprocess.TimeoutExpired:
+            continue
+        try:  # the leader is gone; wait until no member of its group is left
+            os.killpg(proc.pid, 0)
+        except (ProcessLookupError, PermissionError):
+            return
+
+
+def signal_name(code: int) -> str:
+    try:
+        return signal.Signals(code).name
+    except ValueError:
+        return f"signal {code}"
+
+
+_TORCHRUN_FAILURE = re.compile(
+    r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)|exitcode\s*:\s*(-?\d+).*?rank\s*:\s*(\d+)",
+    re.S,
+)
+
+
+def first_error(out: Path, code: int, log: Path) -> str:
+    """Why the configuration failed, as "rank R: …": a rank's own report (the earliest), else
+    the signal that killed it, else the tail of the worker's output."""
+    errors = []
+    for f in out.glob("error-rank*.json"):
+        try:
+            errors.append(json.loads(f.read_text()))
+        except (OSError, json.JSONDecodeError):
+            continue
+    if errors:
+        first = min(errors, key=lambda e: e["time"])
+        return f"rank {first['rank']}: {first['error']}"
+    text = log.read_text(errors="replace") if log.exists() else ""
+    if code < 0:  # the single-rank worker itself was killed
+        return f"rank 0: killed by {signal_name(-code)}" + oom_hint(-code)
+    match = _TORCHRUN_FAILURE.search(text)
+    if match:
+        rank = int(match.group(1) or match.group(4))
+        exit_code = int(match.group(2) or match.group(3))
+        if exit_code < 0:
+            return f"rank {rank}: killed by {signal_name(-exit_code)}" + oom_hint(-exit_code)
+        return f"rank {rank}: exited with code {exit_code}"
+    tail = " | ".join(text.strip().splitlines()[-3:])
+    return f"worker exited with code {code}: {tail}"
+
+
+def oom_hint(sig: int) -> str:
+    return " (out of memory? the kernel's OOM killer sends SIGKILL)" if sig == 9 else ""
+
+
+def failed_rank_of(message: str) -> int | None:
+    match = re.match(r"rank (\d+):", message)
+    return int(match.group(1)) if match else None
