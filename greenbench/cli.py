@@ -249,12 +249,13 @@ def report(out: Path, title: str, ref: str | None, db: Path | None) -> None:
 @main.command()
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @click.option("--port", type=int, help="port to serve on (default: a free one)")
+@click.option("--address", default="127.0.0.1", show_default=True, help="address to bind")
 @friendly
-def dashboard(db: Path | None, port: int | None) -> None:
+def dashboard(db: Path | None, port: int | None, address: str) -> None:
     """Serve the Streamlit leaderboard over the results database (read-only)."""
     from greenbench.dashboard import serve
 
-    sys.exit(serve(db or default_db(), port))
+    sys.exit(serve(db or default_db(), port, address=address))
 
 
 if __name__ == "__main__":

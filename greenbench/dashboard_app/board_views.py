@@ -1,0 +1,140 @@
+"""The leaderboard table and the Pareto view (both over the aggregated, filtered board)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from greenbench.dashboard_app import charts, detail_views, marking
+from greenbench.leaderboard import METRICS, pareto_front_by
+
+CATEGORIES = ("workload", "model_family", "strategy", "device_type", "precision", "energy")
+
+
+def leaderboard_view(db: Path, board: pd.DataFrame) -> None:
+    st.subheader("Leaderboard")
+    st.caption(
+        "One row per configuration and energy source; medians over its repeats. "
+        "Click a column header to sort, a row to open the configuration."
+    )
+    if board.empty:
+        st.info("No configuration matches the filters.")
+        return
+    table = marking.leaderboard_table(board)
+    styled = marking.style_marked(
+        table, board["energy_measured"], (*marking.ENERGY_DISPLAY, "energy")
+    )
+    event = st.dataframe(
+        styled,
+        hide_index=True,
+        key="leaderboard_table",
+        on_select="rerun",
+        selection_mode="single-row",
+    )
+    st.caption(marking.ESTIMATE_NOTE)
+    st.caption(marking.CI_NOTE)
+    selected = event.selection.rows if event is not None else []
+    if selected and selected[0] < len(board):  # a stale selection after filtering is ignored
+        detail_views.config_detail(
+            db, marking.with_labels(board).iloc[selected[0]], key="board_open"
+        )
+
+
+def _picked(event: object) -> str | None:
+    """The row id of the point clicked in the chart, if any."""
+    try:
+        picks = event.selection[charts.SELECTION]  # type: ignore[attr-defined]
+    except (AttributeError, KeyError, TypeError):
+        return None
+    for pick in picks or []:
+        if isinstance(pick, dict) and pick.get("row_id"):
+            return str(pick["row_id"])
+    return None
+
+
+def pareto_view(db: Path, board: pd.DataFrame) -> None:
+    st.subheader("Pareto front")
+    metrics = list(METRICS)
+    label = {m: METRICS[m].label for m in metrics}.get
+    c1, c2, c3, c4 = st.columns(4)
+    x = c1.selectbox(
+        "x axis", metrics, index=metrics.index("tokens_per_s"), format_func=label, key="p_x"
+    )
+    y = c2.selectbox(
+        "y axis", metrics, index=metrics.index("joules_per_token"), format_func=label, key="p_y"
+    )
+    color = c3.selectbox(
+        "colour by",
+        [None, *CATEGORIES, *metrics],
+        key="p_color",
+        format_func=lambda m: "–" if m is None else METRICS[m].label if m in METRICS else m,
+    )
+    size = c4.selectbox(
+        "size by",
+        [None, *metrics],
+        key="p_size",
+        format_func=lambda m: "–" if m is None else METRICS[m].label,
+    )
+    if x == y:
+        st.info("Choose two different metrics.")
+        return
+    points = marking.with_labels(board).dropna(subset=[x, y])
+    if size:
+        points = points.dropna(subset=[size])
+    if points.empty:
+        st.info("No configuration has both metrics; change the axes or the filters.")
+        return
+    split = METRICS[x].energy or METRICS[y].energy
+    points["front_group"] = points["energy_kind"] if split else "all"
+    points["on_front"] = pareto_front_by(
+        points, x, y, METRICS[x].better, METRICS[y].better, "front_group"
+    )
+    if split and points["energy_kind"].nunique() > 1:
+        st.info(
+            "Measured and estimated energy are not comparable: each has its own front "
+            "(line style), and triangles mark estimates."
+        )
+    chart = charts.pareto_chart(points, x, y, METRICS[x].better, color=color, size=size)
+    event = st.altair_chart(
+        chart,
+        on_select="rerun",
+        selection_mode=charts.SELECTION,
+        key="pareto_chart",
+        width="stretch",
+    )
+    st.caption(
+        "Larger, outlined points are non-dominated: no other configuration is at least "
+        "as good on both axes and better on one. " + marking.ESTIMATE_NOTE
+    )
+    front = points[points["on_front"]].sort_values(x, ascending=METRICS[x].better == "min")
+    table = pd.DataFrame(
+        {
+            "configuration": front["config_name"],
+            "workload": front["workload"],
+            METRICS[x].label: front[x],
+            METRICS[y].label: front[y],
+            "energy": front["energy"],
+        }
+    ).reset_index(drop=True)
+    energy_cols = tuple(METRICS[m].label for m in (x, y) if METRICS[m].energy)
+    st.markdown(f"**Non-dominated configurations** ({len(front)} of {len(points)})")
+    st.dataframe(
+        marking.style_marked(table, front["energy_measured"], (*energy_cols, "energy")),
+        hide_index=True,
+    )
+    ordered = pd.concat([front, points[~points["on_front"]]])
+    names = dict(
+        zip(ordered["row_id"], ordered["config_name"] + " · " + ordered["energy"], strict=True)
+    )
+    chosen = st.selectbox(
+        "Open configuration (or click a point)",
+        [None, *names],
+        format_func=lambda r: "–" if r is None else names[r],
+        key="p_open",
+    )
+    target = _picked(event) or chosen
+    if target in names:
+        row = ordered[ordered["row_id"] == target].iloc[0]
+        detail_views.config_detail(db, row, key="pareto_open")

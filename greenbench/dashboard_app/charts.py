@@ -1,0 +1,187 @@
+"""Altair charts of the dashboard, built from plain DataFrames (no Streamlit calls here).
+
+Shape encodes where energy came from (filled circle: measured; triangle: estimate) in every
+chart that shows an energy figure, and the legend names it.
+"""
+
+from __future__ import annotations
+
+import altair as alt
+import pandas as pd
+
+from greenbench.leaderboard import METRICS, Better
+
+ENERGY_SHAPES = alt.Scale(domain=["measured", "≈ estimate"], range=["circle", "triangle-up"])
+SELECTION = "pick"  # name of the point-selection parameter of the Pareto chart
+
+
+def axis_title(metric: str, has_estimates: bool, short: bool = False) -> str:
+    """Metric label, "≈ incl. estimates" when estimated energy is plotted, and which way is
+    better (left out when ``short``, for narrow charts)."""
+    m = METRICS[metric]
+    mark = " (≈ incl. estimates)" if m.energy and has_estimates else ""
+    if short:
+        return f"{m.label}{mark}"
+    return f"{m.label}{mark} — {'higher' if m.better == 'max' else 'lower'} is better"
+
+
+def step_interpolation(x_better: Better) -> str:
+    """Step shape of the front line: it must run through the corners the front dominates.
+
+    Between neighbours a (smaller x) and b, the corner (b.x, a.y) is dominated by a when
+    smaller x is better ("step-after"); when larger x is better it is (a.x, b.y) ("step-before").
+    """
+    return "step-after" if x_better == "min" else "step-before"
+
+
+def pareto_chart(
+    points: pd.DataFrame,
+    x: str,
+    y: str,
+    x_better: Better,
+    color: str | None = None,
+    size: str | None = None,
+) -> alt.LayerChart:
+    """Scatter of ``points`` (columns x, y, ``on_front``, ``energy_kind``, ``front_group``,
+    ``row_id``, ``config_name``) with the front drawn as a step line per ``front_group``."""
+    has_est = bool((points["energy_kind"] == "≈ estimate").any())
+    selection = alt.selection_point(name=SELECTION, fields=["row_id"], on="click")
+    tooltip = [
+        "config_name:N",
+        "workload:N",
+        "energy:N",
+        "device_type:N",
+        alt.Tooltip(f"{x}:Q", format=".4~g"),
+        alt.Tooltip(f"{y}:Q", format=".4~g"),
+        "n_repeats:Q",
+        "on_front:N",
+    ]
+    enc: dict[str, object] = {
+        "x": alt.X(f"{x}:Q", title=axis_title(x, has_est), scale=alt.Scale(zero=False)),
+        "y": alt.Y(f"{y}:Q", title=axis_title(y, has_est), scale=alt.Scale(zero=False)),
+        "shape": alt.Shape("energy_kind:N", title="energy", scale=ENERGY_SHAPES),
+        "opacity": alt.condition("datum.on_front", alt.value(1.0), alt.value(0.35)),
+        "strokeWidth": alt.condition("datum.on_front", alt.value(2.0), alt.value(0.0)),
+        "tooltip": tooltip,
+    }
+    if color:
+        kind = "Q" if color in METRICS else "N"
+        title = METRICS[color].label if color in METRICS else color
+        enc["color"] = alt.Color(f"{color}:{kind}", title=title)
+    if size:
+        enc["size"] = alt.Size(f"{size}:Q", title=METRICS[size].label)
+    else:
+        enc["size"] = alt.condition("datum.on_front", alt.value(140), alt.value(70))
+    scatter = (
+        alt.Chart(points)
+        .mark_point(filled=True, stroke="black")
+        .encode(**enc)
+        .add_params(selection)
+    )
+    front = points[points["on_front"]].sort_values([x, y])
+    line = (
+        alt.Chart(front)
+        .mark_line(interpolate=step_interpolation(x_better), color="black", strokeWidth=1.5)
+        .encode(
+            x=f"{x}:Q",
+            y=f"{y}:Q",
+            detail="front_group:N",
+            strokeDash=alt.StrokeDash("front_group:N", title="Pareto front"),
+            order=f"{x}:Q",
+        )
+    )
+    return alt.layer(line, scatter).properties(height=460)
+
+
+def comparison_chart(rows: pd.DataFrame, x: str, metric: str, color: str) -> alt.LayerChart:
+    """Median of ``metric`` against ``x`` per ``color`` with CI error bars (a board subset)."""
+    x_kind = "Q" if pd.api.types.is_numeric_dtype(rows[x]) else "O"
+    has_est = bool((rows["energy_kind"] == "≈ estimate").any())
+    base = alt.Chart(rows).encode(
+        x=alt.X(f"{x}:{x_kind}", title=x),
+        color=alt.Color(f"{color}:N", title=color),
+    )
+    points = base.mark_point(filled=True, size=80).encode(
+        y=alt.Y(
+            f"{metric}:Q",
+            title=axis_title(metric, has_est, short=True),
+            scale=alt.Scale(zero=False),
+        ),
+        shape=alt.Shape("energy_kind:N", title="energy", scale=ENERGY_SHAPES),
+        tooltip=[
+            "config_name:N",
+            "energy:N",
+            alt.Tooltip(f"{metric}:Q", format=".4~g"),
+            "n_repeats:Q",
+        ],
+    )
+    bars = base.mark_rule().encode(y=f"{metric}_ci_low:Q", y2=f"{metric}_ci_high:Q")
+    layers = [bars, points]
+    if x_kind == "Q":
+        # one line per series, device type and energy kind: never join a CPU estimate to a
+        # GPU measurement
+        layers.insert(
+            0, base.mark_line().encode(y=f"{metric}:Q", detail=["energy_kind:N", "device_type:N"])
+        )
+    return alt.layer(*layers).properties(height=300)
+
+
+def rank_split_chart(ranks: pd.DataFrame) -> alt.Chart:
+    """Stacked compute / communication / waiting seconds per rank."""
+    long = ranks[["rank", "compute_s", "comm_s", "wait_s"]].melt(
+        id_vars=["rank"],
+        value_vars=["compute_s", "comm_s", "wait_s"],
+        var_name="phase",
+        value_name="seconds",
+    )
+    long["phase"] = long["phase"].map(
+        {"compute_s": "compute", "comm_s": "communication", "wait_s": "waiting"}
+    )
+    return (
+        alt.Chart(long)
+        .mark_bar()
+        .encode(
+            x=alt.X("rank:O", title="rank"),
+            y=alt.Y("seconds:Q", title="seconds in the measured window", stack="zero"),
+            color=alt.Color("phase:N", sort=["compute", "communication", "waiting"]),
+            tooltip=["rank:O", "phase:N", alt.Tooltip("seconds:Q", format=".3f")],
+        )
+        .properties(height=260)
+    )
+
+
+def power_chart(samples: pd.DataFrame, measured: bool) -> alt.Chart:
+    """Power over time, one line per (rank, component)."""
+    title = "power (W)" if measured else "power (W, ≈ estimate)"
+    data = samples.assign(series=samples["component"] + " rank " + samples["rank"].astype(str))
+    return (
+        alt.Chart(data)
+        .mark_line()
+        .encode(
+            x=alt.X("t_s:Q", title="time in window (s)"),
+            y=alt.Y("power_w:Q", title=title, scale=alt.Scale(zero=False)),
+            color=alt.Color("series:N", title="meter"),
+            tooltip=["series:N", "t_s:Q", "power_w:Q"],
+        )
+        .properties(height=260)
+    )
+
+
+def history_chart(hist: pd.DataFrame, metric: str) -> alt.LayerChart:
+    """One metric per git sha (in first-run order) with CI error bars."""
+    has_est = bool((hist["energy_kind"] == "≈ estimate").any())
+    order = list(dict.fromkeys(hist["git_sha"]))
+    base = alt.Chart(hist).encode(
+        x=alt.X("git_sha:N", sort=order, title="git sha (order of first run)"),
+        color=alt.Color("energy:N", title="energy"),
+    )
+    line = base.mark_line(point=alt.OverlayMarkDef(filled=True, size=70)).encode(
+        y=alt.Y(
+            f"{metric}:Q",
+            title=axis_title(metric, has_est, short=True),
+            scale=alt.Scale(zero=False),
+        ),
+        tooltip=["git_sha:N", "energy:N", alt.Tooltip(f"{metric}:Q", format=".4~g"), "n_repeats:Q"],
+    )
+    bars = base.mark_rule().encode(y=f"{metric}_ci_low:Q", y2=f"{metric}_ci_high:Q")
+    return alt.layer(bars, line).properties(height=280)

@@ -1,0 +1,159 @@
+"""Read-only, cached access to the results database for the dashboard. Never writes.
+
+Every query goes through :func:`greenbench.store.read_frame`, which opens DuckDB read-only, runs
+one statement and closes, so a `greenbench run` can write to the same file while the dashboard is
+open (DuckDB allows one writer process, and an open reader would block it). Answers are cached
+per (file, query) for a few seconds. While a writer holds the file the read retries for about
+two seconds and then raises :class:`~greenbench.errors.StoreError`; the app turns that into a
+"database busy" message rather than a crash (and any other StoreError into its message).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from greenbench.errors import StoreError
+from greenbench.leaderboard import REPEAT_COLUMNS
+from greenbench.store import read_frame
+
+CACHE_TTL_S = 5.0
+READ_RETRIES = 6  # waits of READ_BACKOFF_S growing ×1.5 (≤ 0.5 s each): ~1.8 s in all
+READ_BACKOFF_S = 0.1
+DEFAULT_DB = "greenbench.duckdb"
+
+_RESULT_ONLY = {
+    "repeat",
+    "tokens",
+    "energy_source",
+    "energy_measured",
+    "co2_g",
+    "loss",
+    "tokens_per_s",
+    "joules_per_token",
+    "net_joules_per_token",
+    "mfu",
+    "peak_mem_bytes",
+    "wait_fraction",
+    "step_time_p50_s",
+}
+REPEATS_SQL = (
+    "SELECT "
+    + ", ".join(f"res.{c}" if c in _RESULT_ONLY else f"r.{c}" for c in REPEAT_COLUMNS)
+    + " FROM runs r JOIN results res USING (run_id) WHERE r.status = 'ok'"
+    " ORDER BY r.started_at, res.repeat"
+)
+
+
+def retry_budget_s() -> float:
+    """How long a read keeps retrying while a writer holds the file, in seconds (the schedule
+    of :func:`greenbench.store.read_frame`: waits growing ×1.5, each at most 0.5 s)."""
+    return sum(min(READ_BACKOFF_S * 1.5**i, 0.5) for i in range(READ_RETRIES))
+
+
+def is_busy(exc: StoreError) -> bool:
+    """Whether a StoreError means "another process holds the file" (worth a retry) rather
+    than a file that cannot be read at all."""
+    return "locked" in str(exc).lower()
+
+
+def resolve_db_path(argv: list[str], environ: Mapping[str, str]) -> Path:
+    """The database file: ``--db PATH`` after ``--`` on the streamlit command line, else
+    ``$GREENBENCH_DB``, else ``./greenbench.duckdb``."""
+    if "--db" in argv:
+        i = argv.index("--db")
+        if i + 1 < len(argv):
+            return Path(argv[i + 1])
+    return Path(environ.get("GREENBENCH_DB", DEFAULT_DB))
+
+
+@st.cache_data(ttl=CACHE_TTL_S, show_spinner=False)
+def _query(db_path: str, sql: str, params: tuple[Any, ...] = ()) -> pd.DataFrame:
+    # exceptions are not cached, so a busy database is asked again on the next rerun
+    return read_frame(db_path, sql, list(params), retries=READ_RETRIES, backoff_s=READ_BACKOFF_S)
+
+
+def clear_cache() -> None:
+    _query.clear()
+
+
+@dataclass(frozen=True, slots=True)
+class DbStatus:
+    """What the file holds: ``state`` is missing | not-greenbench | empty | ok."""
+
+    state: str
+    n_ok: int = 0
+    n_running: int = 0
+    n_failed: int = 0
+
+
+def status(db_path: Path) -> DbStatus:
+    """Classify the database file, counting runs per status (raises StoreError when busy)."""
+    if not db_path.exists():
+        return DbStatus("missing")
+    tables = _query(
+        str(db_path),
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'",
+    )
+    if not {"runs", "results"} <= set(tables["table_name"]):
+        return DbStatus("not-greenbench")
+    counts = _query(str(db_path), "SELECT status, count(*) AS n FROM runs GROUP BY status")
+    by_status = dict(zip(counts["status"], counts["n"], strict=True))
+    ok = int(by_status.get("ok", 0))
+    running = int(by_status.get("running", 0))
+    failed = int(sum(n for s, n in by_status.items() if s not in ("ok", "running")))
+    return DbStatus("ok" if ok else "empty", ok, running, failed)
+
+
+def repeats(db_path: Path) -> pd.DataFrame:
+    """One row per repeat of every successful run (columns: leaderboard.REPEAT_COLUMNS)."""
+    return _query(str(db_path), REPEATS_SQL)
+
+
+def runs_of(db_path: Path, config_key: str) -> pd.DataFrame:
+    """Every run (any status) of one configuration, newest first."""
+    return _query(
+        str(db_path),
+        "SELECT run_id, status, git_sha, label, energy_source, started_at, error FROM runs"
+        " WHERE config_key = ? ORDER BY started_at DESC",
+        (config_key,),
+    )
+
+
+def run_record(db_path: Path, run_id: str) -> dict[str, Any] | None:
+    """The `runs` row of one run as a dict, or None."""
+    df = _query(str(db_path), "SELECT * FROM runs WHERE run_id = ?", (run_id,))
+    return None if df.empty else df.iloc[0].to_dict()
+
+
+def run_results(db_path: Path, run_id: str) -> pd.DataFrame:
+    """Every repeat of one run."""
+    return _query(
+        str(db_path),
+        "SELECT * EXCLUDE (run_id, step_times_s) FROM results WHERE run_id = ? ORDER BY repeat",
+        (run_id,),
+    )
+
+
+def rank_results(db_path: Path, run_id: str) -> pd.DataFrame:
+    """Per-rank rows of one run."""
+    return _query(
+        str(db_path),
+        "SELECT * EXCLUDE (run_id) FROM rank_results WHERE run_id = ? ORDER BY repeat, rank",
+        (run_id,),
+    )
+
+
+def power_samples(db_path: Path, run_id: str) -> pd.DataFrame:
+    """The power time series of one run (empty when the meter sampled none)."""
+    return _query(
+        str(db_path),
+        "SELECT repeat, rank, component, t_s, power_w FROM power_samples WHERE run_id = ?"
+        " ORDER BY repeat, rank, component, t_s",
+        (run_id,),
+    )

@@ -1,0 +1,261 @@
+"""One configuration in depth: its runs, environment, repeats, ranks, power; and its history."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+import streamlit as st
+
+from greenbench.dashboard_app import charts, data, marking
+from greenbench.leaderboard import history
+
+REPEAT_ENERGY = (
+    "energy_j",
+    "energy_net_j",
+    "energy_gpu_j",
+    "energy_cpu_j",
+    "energy_dram_j",
+    "joules_per_token",
+    "net_joules_per_token",
+    "wait_energy_j",
+    "co2_g",
+)
+
+
+def config_label(row: pd.Series) -> str:
+    return (
+        f"{row['config_name']} · {row['workload']} · {row['devices']} × {row['device_type']}"
+        f" · {marking.energy_label(row['energy_source'], row['energy_measured'])}"
+    )
+
+
+def _json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value if value is not None else {}
+
+
+def _peak(flops: object, source: object) -> str:
+    if flops is None or pd.isna(flops):
+        return "–"
+    return f"{float(flops) / 1e12:.4g} TFLOP/s per device ({source or 'source unknown'})"
+
+
+def fingerprint(rec: dict[str, Any]) -> pd.DataFrame:
+    """The environment a run measured on, as (item, value) rows."""
+    items: list[tuple[str, Any]] = [
+        ("host", rec.get("host")),
+        (
+            "device",
+            f"{rec.get('nproc')} × {rec.get('device_type')} ({rec.get('device')}), "
+            f"{rec.get('nnodes')} node(s)",
+        ),
+        ("git sha", rec.get("git_sha")),
+        (
+            "energy source",
+            marking.energy_label(rec.get("energy_source"), rec.get("energy_measured")),
+        ),
+        ("MFU peak", _peak(rec.get("peak_flops"), rec.get("peak_flops_source"))),
+        (
+            "carbon",
+            f"{rec.get('region')}: {marking.fmt(rec.get('carbon_intensity_g_per_kwh'))} gCO2/kWh",
+        ),
+        ("started / finished", f"{rec.get('started_at')} / {rec.get('finished_at')}"),
+        ("label", rec.get("label")),
+    ]
+    for prefix, blob in (("hardware", rec.get("hardware")), ("version", rec.get("versions"))):
+        parsed = _json(blob)
+        if isinstance(parsed, dict):
+            items += [(f"{prefix}: {k}", v) for k, v in parsed.items()]
+    return pd.DataFrame(
+        {"item": [k for k, _ in items], "value": ["–" if v is None else str(v) for _, v in items]}
+    )
+
+
+def config_detail(db: Path, row: pd.Series, key: str) -> None:
+    """Everything stored about one configuration's runs (``row``: a labelled board row)."""
+    st.markdown(f"### {row['config_name']}")
+    st.caption(config_label(row))
+    runs = data.runs_of(db, str(row["config_key"]))
+    runs = runs[runs["energy_source"].fillna(row["energy_source"]) == row["energy_source"]]
+    if runs.empty:
+        st.info("No stored run of this configuration.")
+        return
+    labels = {
+        r.run_id: f"{r.run_id} · {r.status} · sha {r.git_sha} · {r.started_at}"
+        for r in runs.itertuples()
+    }
+    ids = list(labels)
+    latest = str(row["latest_run_id"])
+    run_id = st.selectbox(
+        "Run",
+        ids,
+        index=ids.index(latest) if latest in ids else 0,
+        format_func=labels.get,
+        key=f"{key}_run",
+    )
+    rec = data.run_record(db, run_id)
+    if rec is None:
+        st.warning(f"Run {run_id} disappeared from the database.")
+        return
+    if rec["status"] != "ok":
+        st.error(
+            f"Run {run_id} {rec['status']}"
+            + (f" on rank {rec['failed_rank']}" if pd.notna(rec.get("failed_rank")) else "")
+            + f": {rec.get('error') or 'no error text stored'}"
+        )
+    left, right = st.columns(2)
+    with left:
+        st.markdown("**Configuration**")
+        st.json(_json(rec.get("config")), expanded=2)
+    with right:
+        st.markdown("**Environment**")
+        st.dataframe(fingerprint(rec), hide_index=True)
+    measured = bool(rec.get("energy_measured"))
+    _repeats(db, run_id, measured)
+    _ranks(db, run_id, key)
+    _power(db, run_id, measured)
+
+
+def _repeats(db: Path, run_id: str, measured: bool) -> None:
+    st.markdown("**Every repeat**")
+    res = data.run_results(db, run_id)
+    if res.empty:
+        st.info("This run stored no repeat.")
+        return
+    st.dataframe(marking.style_marked(res, res["energy_measured"], REPEAT_ENERGY), hide_index=True)
+    if not measured:
+        st.caption(marking.ESTIMATE_NOTE)
+
+
+def _ranks(db: Path, run_id: str, key: str) -> None:
+    ranks = data.rank_results(db, run_id)
+    st.markdown("**Per rank: where the time went, and energy**")
+    if ranks.empty:
+        st.info("No per-rank rows were stored for this run.")
+        return
+    repeats = sorted(ranks["repeat"].unique().tolist())
+    repeat = (
+        st.selectbox("Repeat", repeats, key=f"{key}_repeat") if len(repeats) > 1 else repeats[0]
+    )
+    one = ranks[ranks["repeat"] == repeat]
+    st.altair_chart(charts.rank_split_chart(one), width="stretch")
+    cols = [
+        "rank",
+        "local_rank",
+        "host",
+        "tokens",
+        "seconds",
+        "compute_s",
+        "comm_s",
+        "wait_s",
+        "n_microbatches",
+        "peak_mem_bytes",
+        "energy_source",
+        "energy_j",
+        "energy_gpu_j",
+        "energy_cpu_j",
+        "energy_dram_j",
+        "energy_note",
+    ]
+    table = one[[c for c in cols if c in one.columns]].reset_index(drop=True)
+    measured = table["energy_source"].fillna("estimate") != "estimate"
+    st.dataframe(
+        marking.style_marked(
+            table, measured, ("energy_j", "energy_gpu_j", "energy_cpu_j", "energy_dram_j")
+        ),
+        hide_index=True,
+    )
+    st.caption(
+        "Energy is read once per device (GPU by its rank, CPU/DRAM by local rank 0): "
+        "an empty energy cell is a rank that reads no meter, not a zero."
+    )
+
+
+def _power(db: Path, run_id: str, measured: bool) -> None:
+    samples = data.power_samples(db, run_id)
+    st.markdown("**Power time series**")
+    if samples.empty:
+        st.info(
+            "No power time series was sampled for this run (the energy source reads a "
+            "cumulative counter or is an estimate)."
+        )
+        return
+    st.altair_chart(charts.power_chart(samples, measured), width="stretch")
+
+
+def _labelled(board: pd.DataFrame) -> dict[str, pd.Series]:
+    labelled = marking.with_labels(board)
+    return {r["row_id"]: r for _, r in labelled.iterrows()}
+
+
+def run_detail_tab(db: Path, board: pd.DataFrame) -> None:
+    st.subheader("Run detail")
+    rows = _labelled(board)
+    if not rows:
+        st.info("No configuration matches the filters.")
+        return
+    row_id = st.selectbox(
+        "Configuration",
+        list(rows),
+        key="detail_config",
+        format_func=lambda r: config_label(rows[r]),
+    )
+    config_detail(db, rows[row_id], key="detail")
+
+
+def history_tab(repeats: pd.DataFrame, board: pd.DataFrame) -> None:
+    st.subheader("History across commits")
+    st.caption(
+        "Joules per token and tokens/s of one configuration per git sha, ordered by the "
+        "first run of each sha: the series CI regression tracking watches."
+    )
+    rows = _labelled(board)
+    if not rows:
+        st.info("No configuration matches the filters.")
+        return
+    row_id = st.selectbox(
+        "Configuration",
+        list(rows),
+        key="history_config",
+        format_func=lambda r: config_label(rows[r]),
+    )
+    row = rows[row_id]
+    hist = history(repeats, str(row["config_key"]), str(row["energy_source"]))
+    if hist.empty:
+        st.info("No repeats of this configuration pass the filters.")
+        return
+    hist["energy"] = [
+        marking.energy_label(s, m)
+        for s, m in zip(hist["energy_source"], hist["energy_measured"], strict=True)
+    ]
+    hist["energy_kind"] = ["measured" if m else "≈ estimate" for m in hist["energy_measured"]]
+    if len(hist) == 1:
+        st.info("Only one git sha so far: history needs runs from at least two commits.")
+    left, right = st.columns(2)
+    left.altair_chart(charts.history_chart(hist, "joules_per_token"), width="stretch")
+    right.altair_chart(charts.history_chart(hist, "tokens_per_s"), width="stretch")
+    table = hist[
+        [
+            "git_sha",
+            "joules_per_token",
+            "net_joules_per_token",
+            "tokens_per_s",
+            "n_repeats",
+            "n_runs",
+            "first_started_at",
+            "energy",
+        ]
+    ]
+    st.dataframe(
+        marking.style_marked(
+            table, hist["energy_measured"], ("joules_per_token", "net_joules_per_token", "energy")
+        ),
+        hide_index=True,
+    )

@@ -1,0 +1,262 @@
+"""Pure computations behind the dashboard: leaderboard rows, Pareto fronts, history over commits.
+
+Inputs are plain DataFrames with one row per measured repeat (the `runs` table joined with the
+`results` table, as :data:`REPEAT_COLUMNS` lists); nothing here touches DuckDB or Streamlit, so
+`report` and `compare` can reuse it and the tests need no database.
+
+Why our own Pareto front instead of a library's: the dominance rule has to be exactly "≤ on
+every axis and < on at least one" (a point tied on one axis with a strictly better point is
+dropped), NaNs must drop out rather than poison the comparison, and a sort-and-sweep over two
+axes is a dozen lines.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import pandas as pd
+
+from greenbench.stats import median_ci
+
+Better = Literal["max", "min"]
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """A per-repeat metric the dashboard can sort, plot and compare."""
+
+    label: str
+    better: Better
+    energy: bool = False  # derived from an energy figure, so it can be an estimate
+
+
+#: metrics aggregated per configuration (median with a CI; peak memory: the maximum)
+METRICS: dict[str, Metric] = {
+    "tokens_per_s": Metric("tokens/s", "max"),
+    "joules_per_token": Metric("J/token (gross)", "min", energy=True),
+    "net_joules_per_token": Metric("J/token (net of idle)", "min", energy=True),
+    "mfu": Metric("MFU", "max"),
+    "peak_mem_bytes": Metric("peak memory (bytes)", "min"),
+    "co2_g_per_mtok": Metric("CO2 g / M tokens", "min", energy=True),
+    "wait_fraction": Metric("wait fraction", "min"),
+    "step_time_p50_s": Metric("step time p50 (s)", "min"),
+    "loss": Metric("training loss (window mean)", "min"),
+}
+
+#: columns that describe a configuration (constant within a config_key)
+CONFIG_COLUMNS = (
+    "workload",
+    "config_name",
+    "model_family",
+    "model_size",
+    "strategy",
+    "layout",
+    "device",
+    "device_type",
+    "devices",
+    "precision",
+    "seq_len",
+    "lengths",
+    "peak_flops_source",
+)
+
+#: what one repeat row must carry (the dashboard's query selects exactly these)
+REPEAT_COLUMNS = (
+    "run_id",
+    "suite",
+    "config_key",
+    *(c for c in CONFIG_COLUMNS if c != "devices"),
+    "nproc",
+    "nnodes",
+    "git_sha",
+    "started_at",
+    "repeat",
+    "tokens",
+    "energy_source",
+    "energy_measured",
+    "co2_g",
+    *(m for m in METRICS if m != "co2_g_per_mtok"),
+)
+
+GROUP_KEYS = ("config_key", "energy_source", "energy_measured")
+
+
+def pareto_front(df: pd.DataFrame, x: str, y: str, x_better: Better, y_better: Better) -> pd.Series:
+    """Boolean mask (aligned with ``df.index``) of the points no other point dominates.
+
+    Point a dominates b when a is at least as good as b on both axes and strictly better on
+    at least one; so of two points tied on one axis only the better on the other stays, while
+    exact duplicates both stay (neither dominates the other). Rows with NaN on either axis are
+    never on the front and dominate nothing.
+    """
+    for better in (x_better, y_better):
+        if better not in ("max", "min"):
+            raise ValueError(f"better must be 'max' or 'min', not {better!r}")
+    xs = df[x].to_numpy(dtype=float) * (-1.0 if x_better == "max" else 1.0)
+    ys = df[y].to_numpy(dtype=float) * (-1.0 if y_better == "max" else 1.0)
+    on_front = np.zeros(len(df), dtype=bool)
+    valid = np.flatnonzero(~(np.isnan(xs) | np.isnan(ys)))
+    # Both axes are now "smaller is better". Sweep x ascending; within one x value only the
+    # smallest y can survive, and only if it beats every y seen at strictly smaller x.
+    order = valid[np.lexsort((ys[valid], xs[valid]))]
+    best_y = math.inf
+    i = 0
+    while i < len(order):
+        j = i
+        while j < len(order) and xs[order[j]] == xs[order[i]]:
+            j += 1
+        y_min = ys[order[i]]  # sorted by y within equal x
+        if y_min < best_y:
+            for k in order[i:j]:
+                on_front[k] = ys[k] == y_min
+            best_y = y_min
+        i = j
+    return pd.Series(on_front, index=df.index, name="pareto")
+
+
+def pareto_front_by(
+    df: pd.DataFrame, x: str, y: str, x_better: Better, y_better: Better, by: str
+) -> pd.Series:
+    """:func:`pareto_front` computed separately within each value of column ``by``.
+
+    The dashboard uses it to keep measured and estimated energy on separate fronts: an
+    estimate must never knock a measurement off the front, nor the other way round.
+    """
+    mask = pd.Series(False, index=df.index, name="pareto")
+    for _, part in df.groupby(by, dropna=False, sort=False):
+        mask.loc[part.index] = pareto_front(part, x, y, x_better, y_better)
+    return mask
+
+
+def with_derived(rows: pd.DataFrame) -> pd.DataFrame:
+    """Add per-repeat derived columns: ``devices`` and ``co2_g_per_mtok``."""
+    out = rows.copy()
+    out["devices"] = out["nproc"] * out["nnodes"]
+    tokens = out["tokens"].astype(float).where(out["tokens"] > 0)
+    out["co2_g_per_mtok"] = out["co2_g"].astype(float) / tokens * 1e6
+    out["git_sha"] = out["git_sha"].fillna("unknown")
+    return out
+
+
+def _summary(values: pd.Series) -> tuple[float, float, float]:
+    xs = values.dropna().astype(float)
+    if xs.empty:
+        return math.nan, math.nan, math.nan
+    return median_ci(xs.tolist())
+
+
+def _latest_sha_only(rows: pd.DataFrame) -> pd.DataFrame:
+    """Keep, per configuration and energy source, the repeats of its most recent git sha."""
+    latest = rows.sort_values("started_at").groupby(list(GROUP_KEYS), dropna=False).tail(1)
+    keep = latest[[*GROUP_KEYS, "git_sha"]]
+    return rows.merge(keep, on=[*GROUP_KEYS, "git_sha"], how="inner")
+
+
+def leaderboard(
+    rows: pd.DataFrame, scope: Literal["latest", "all"] = "latest", confidence: float = 0.95
+) -> pd.DataFrame:
+    """One row per configuration and energy source: medians, CIs, repeats, latest run.
+
+    ``rows`` holds one row per repeat of successful runs (:data:`REPEAT_COLUMNS`). With
+    ``scope="latest"`` only the repeats of the configuration's most recent git sha are pooled
+    (so code changes do not blur the numbers; :func:`history` shows the rest); ``"all"``
+    pools every stored repeat. Measured and estimated energy are never pooled: the energy
+    source is part of the row's key. For each metric ``m`` the result has ``m`` (median; for
+    peak memory the maximum), ``m_ci_low`` and ``m_ci_high`` (distribution-free CI of the
+    median, :func:`greenbench.stats.median_ci`), plus ``n_repeats``, ``n_runs``, ``git_sha``
+    ("mixed" when pooled over several), ``suites`` and ``latest_run_id``. Sorted by J/token.
+    """
+    columns = [
+        *GROUP_KEYS,
+        *CONFIG_COLUMNS,
+        *(c for m in METRICS for c in (m, f"{m}_ci_low", f"{m}_ci_high")),
+        "n_repeats",
+        "n_runs",
+        "git_sha",
+        "suites",
+        "latest_run_id",
+        "last_started_at",
+    ]
+    if rows.empty:
+        return pd.DataFrame(columns=columns)
+    data = with_derived(rows)
+    if scope == "latest":
+        data = _latest_sha_only(data)
+    elif scope != "all":
+        raise ValueError(f"scope must be 'latest' or 'all', not {scope!r}")
+    out = []
+    for _, group in data.groupby(list(GROUP_KEYS), dropna=False, sort=False):
+        group = group.sort_values(["started_at", "repeat"])
+        last = group.iloc[-1]
+        row = {k: last[k] for k in (*GROUP_KEYS, *CONFIG_COLUMNS)}
+        for m in METRICS:
+            if m == "peak_mem_bytes":  # a peak is a maximum, not a typical value
+                med, low, high = float(group[m].max()), math.nan, math.nan
+            else:
+                med, low, high = _summary(group[m])
+            row |= {m: med, f"{m}_ci_low": low, f"{m}_ci_high": high}
+        shas = group["git_sha"].unique()
+        row |= {
+            "n_repeats": len(group),
+            "n_runs": group["run_id"].nunique(),
+            "git_sha": shas[0] if len(shas) == 1 else "mixed",
+            "suites": ", ".join(sorted({str(s) for s in group["suite"].dropna()})),
+            "latest_run_id": last["run_id"],
+            "last_started_at": last["started_at"],
+        }
+        out.append(row)
+    board = pd.DataFrame(out, columns=columns)
+    return board.sort_values(
+        ["joules_per_token", "tokens_per_s"], ascending=[True, False], na_position="last"
+    ).reset_index(drop=True)
+
+
+def history(rows: pd.DataFrame, config_key: str, energy_source: str | None = None) -> pd.DataFrame:
+    """J/token and tokens/s of one configuration per git sha, oldest first.
+
+    One row per (git sha, energy source) with medians and CIs of ``joules_per_token``,
+    ``net_joules_per_token`` and ``tokens_per_s``, the number of repeats and runs, and the
+    first/last start time. Commits are ordered by the first time a run of them started: the
+    database does not know the git graph, and CI runs commits in order.
+    """
+    metrics = ("joules_per_token", "net_joules_per_token", "tokens_per_s")
+    columns = [
+        "git_sha",
+        "energy_source",
+        "energy_measured",
+        *(c for m in metrics for c in (m, f"{m}_ci_low", f"{m}_ci_high")),
+        "n_repeats",
+        "n_runs",
+        "first_started_at",
+        "last_started_at",
+    ]
+    sel = rows[rows["config_key"] == config_key]
+    if energy_source is not None:
+        sel = sel[sel["energy_source"] == energy_source]
+    if sel.empty:
+        return pd.DataFrame(columns=columns)
+    sel = sel.assign(git_sha=sel["git_sha"].fillna("unknown"))
+    out = []
+    for (sha, source, measured), group in sel.groupby(
+        ["git_sha", "energy_source", "energy_measured"], dropna=False, sort=False
+    ):
+        row: dict[str, object] = {
+            "git_sha": sha,
+            "energy_source": source,
+            "energy_measured": measured,
+        }
+        for m in metrics:
+            med, low, high = _summary(group[m])
+            row |= {m: med, f"{m}_ci_low": low, f"{m}_ci_high": high}
+        row |= {
+            "n_repeats": len(group),
+            "n_runs": group["run_id"].nunique(),
+            "first_started_at": group["started_at"].min(),
+            "last_started_at": group["started_at"].max(),
+        }
+        out.append(row)
+    hist = pd.DataFrame(out, columns=columns)
+    return hist.sort_values(["first_started_at", "energy_source"]).reset_index(drop=True)

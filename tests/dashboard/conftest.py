@@ -1,0 +1,335 @@
+"""A seeded results database for the dashboard tests, built from the real schema.
+
+Until the shared Store writer and its ``seeded_db`` fixture exist, rows are inserted here with
+plain DuckDB. The data covers what the dashboard must handle: measured (rapl, nvml) and
+estimated energy, several configurations of two workloads, three repeats per run, two git
+shas, a failed run, per-rank rows and power samples.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pytest
+
+SCHEMA = Path(__file__).resolve().parents[2] / "greenbench" / "store_schema.sql"
+OLD_SHA, NEW_SHA = "aaaa1111", "bbbb2222"
+T0 = datetime(2026, 1, 5, 9, 0, 0)
+CPU = "cpu:AMD EPYC 7B13"
+#: dashboard row ids (config_key|energy_source) of two seeded configurations
+GPU_ROW_ID = "key-transformer-vs-mamba-transformer-2048-single-fixed-cuda|nvml"
+DDP_ROW_ID = "key-data-parallel-transformer-512-ddp-longalign-cpu|rapl"
+GPU = "NVIDIA H100 80GB HBM3"
+
+
+def _config(workload: str, s: dict[str, Any]) -> dict[str, Any]:
+    return {"workload": workload, "suite": "smoke", "label": None, "settings": s}
+
+
+def _runs() -> list[dict[str, Any]]:
+    """Run descriptions: (workload, settings, energy source, device) per configuration × sha."""
+    out = []
+    for family in ("transformer", "mamba"):
+        for seq in (256, 1024):
+            out.append(
+                dict(
+                    workload="transformer-vs-mamba",
+                    family=family,
+                    seq=seq,
+                    strategy="single",
+                    nproc=1,
+                    lengths="fixed",
+                    device="cpu",
+                    source="estimate",
+                    shas=(OLD_SHA, NEW_SHA),
+                )
+            )
+    for strategy in ("ddp", "fsdp"):
+        for lengths in ("fixed", "longalign"):
+            out.append(
+                dict(
+                    workload="data-parallel",
+                    family="transformer",
+                    seq=512,
+                    strategy=strategy,
+                    nproc=2,
+                    lengths=lengths,
+                    device="cpu",
+                    source="rapl",
+                    shas=(NEW_SHA,),
+                )
+            )
+    out.append(
+        dict(
+            workload="transformer-vs-mamba",
+            family="transformer",
+            seq=2048,
+            strategy="single",
+            nproc=1,
+            lengths="fixed",
+            device="cuda",
+            source="nvml",
+            shas=(NEW_SHA,),
+        )
+    )
+    return out
+
+
+def seed_db(path: Path) -> Path:
+    """Create ``path`` with the schema and a reproducible set of runs; return the path."""
+    rng = random.Random(7)
+    con = duckdb.connect(str(path))
+    try:
+        con.execute(SCHEMA.read_text())
+        con.execute("INSERT INTO schema_version VALUES (1, ?)", [T0])
+        n = 0
+        for spec in _runs():
+            for sha in spec["shas"]:
+                n += 1
+                _insert_run(con, rng, spec, sha, n)
+        _insert_failed_run(con)
+    finally:
+        con.close()
+    return path
+
+
+def _insert_run(
+    con: duckdb.DuckDBPyConnection, rng: random.Random, spec: dict[str, Any], sha: str, n: int
+) -> None:
+    cuda = spec["device"] == "cuda"
+    settings = {
+        "model.family": spec["family"],
+        "model.size": "tiny",
+        "strategy": spec["strategy"],
+        "nproc": spec["nproc"],
+        "nnodes": 1,
+        "data.seq_len": spec["seq"],
+        "data.lengths": spec["lengths"],
+        "device": spec["device"],
+    }
+    name = (
+        f"{spec['family']}/tiny seq={spec['seq']} {spec['lengths']} "
+        f"{spec['strategy']}×{spec['nproc']}"
+    )
+    key = (
+        f"key-{spec['workload']}-{spec['family']}-{spec['seq']}-{spec['strategy']}-"
+        f"{spec['lengths']}-{spec['device']}"
+    )
+    run_id = f"{n:012x}"
+    started = T0 + timedelta(hours=n if sha == OLD_SHA else 100 + n)
+    measured = spec["source"] != "estimate"
+    con.execute(
+        "INSERT INTO runs (run_id, suite, workload, config_name, config_key, config, model_family,"
+        " model_size, strategy, layout, device, device_type, nproc, nnodes, precision, seq_len,"
+        " lengths, energy_source, energy_measured, peak_flops, peak_flops_source, region,"
+        " carbon_intensity_g_per_kwh, status, git_sha, started_at, finished_at, host, hardware,"
+        " versions) VALUES (?, 'smoke', ?, ?, ?, ?, ?, 'tiny', ?, ?, ?, ?, ?, 1, ?, ?, ?, ?, ?,"
+        " ?, ?, 'DEU', 380.0, 'ok', ?, ?, ?, ?, ?, ?)",
+        [
+            run_id,
+            spec["workload"],
+            name,
+            key,
+            json.dumps(_config(spec["workload"], settings)),
+            spec["family"],
+            spec["strategy"],
+            f"dp{spec['nproc']}",
+            spec["device"],
+            GPU if cuda else CPU,
+            spec["nproc"],
+            "bf16" if cuda else "fp32",
+            spec["seq"],
+            spec["lengths"],
+            spec["source"],
+            measured,
+            989e12 if cuda else 2.1e11,
+            "datasheet:H100 SXM bf16" if cuda else "cpu-gemm-calibration",
+            sha,
+            started,
+            started + timedelta(minutes=3),
+            "gpu-node-1" if cuda else "bench-host",
+            json.dumps(
+                {
+                    "cpu_model": "AMD EPYC 7B13",
+                    "cores": 2,
+                    "gpus": [GPU] if cuda else [],
+                    "driver": "550.54.15" if cuda else None,
+                }
+            ),
+            json.dumps({"python": "3.11.2", "torch": "2.13.0+cpu", "greenbench": "0.1.0"}),
+        ],
+    )
+    base_tps = (16000.0 if cuda else 900.0) * (1.3 if spec["family"] == "mamba" else 1.0)
+    base_tps *= 256 / spec["seq"] if spec["family"] == "transformer" else 1.0
+    base_tps *= 1.1 if sha == NEW_SHA else 1.0
+    for repeat in range(3):
+        tps = base_tps * (1 + rng.uniform(-0.03, 0.03))
+        seconds = 2.0 + rng.uniform(0, 0.2)
+        tokens = int(tps * seconds)
+        power_w = (350.0 if cuda else 65.0) * (1 + rng.uniform(-0.02, 0.02))
+        energy_j = power_w * seconds
+        net_j = energy_j - (60.0 if cuda else 20.0) * seconds
+        wait = 0.25 if spec["lengths"] == "longalign" else 0.05
+        con.execute(
+            "INSERT INTO results (run_id, repeat, tokens, seconds, tokens_per_s, energy_source,"
+            " energy_measured, energy_j, energy_net_j, idle_power_w, joules_per_token,"
+            " net_joules_per_token, flops, mfu, peak_mem_bytes, step_time_p50_s, step_time_p95_s,"
+            " wait_fraction, co2_g, loss, energy_note, step_times_s) VALUES"
+            " (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            [
+                run_id,
+                repeat,
+                tokens,
+                seconds,
+                tokens / seconds,
+                spec["source"],
+                measured,
+                energy_j,
+                net_j,
+                20.0,
+                energy_j / tokens,
+                net_j / tokens,
+                1e9 * tokens,
+                0.05 * (1 + rng.uniform(-0.1, 0.1)),
+                int(3e8 * (1 + spec["seq"] / 1024)),
+                0.5,
+                0.6,
+                wait,
+                energy_j / 3.6e6 * 380.0,
+                7.5 - 0.1 * repeat,
+                "" if measured else "TDP × utilisation model",
+                json.dumps([0.5, 0.52, 0.49]),
+            ],
+        )
+        for rank in range(spec["nproc"]):
+            rank_wait = wait * seconds * (1.5 if rank == 1 else 0.5)
+            con.execute(
+                "INSERT INTO rank_results (run_id, repeat, rank, local_rank, host, tokens,"
+                " seconds, compute_s, comm_s, wait_s, peak_mem_bytes, flops, loss,"
+                " n_microbatches, energy_source, energy_j) VALUES"
+                " (?, ?, ?, ?, 'bench-host', ?, ?, ?, ?, ?, ?, ?, ?, 4, ?, ?)",
+                [
+                    run_id,
+                    repeat,
+                    rank,
+                    rank,
+                    tokens // spec["nproc"],
+                    seconds,
+                    seconds * 0.8 - rank_wait,
+                    seconds * 0.2,
+                    rank_wait,
+                    int(3e8),
+                    1e9 * tokens,
+                    7.5,
+                    spec["source"],
+                    energy_j / spec["nproc"] if rank == 0 else None,
+                ],
+            )
+        if measured and repeat == 0:
+            for i in range(10):
+                con.execute(
+                    "INSERT INTO power_samples VALUES (?, 0, 0, ?, ?, ?)",
+                    [run_id, 0.2 * i, power_w + 5 * (-1) ** i, "gpu" if cuda else "cpu"],
+                )
+
+
+def _insert_failed_run(con: duckdb.DuckDBPyConnection) -> None:
+    con.execute(
+        "INSERT INTO runs (run_id, suite, workload, config_name, config_key, config, model_family,"
+        " model_size, strategy, layout, device, device_type, nproc, nnodes, precision, seq_len,"
+        " lengths, status, error, failed_rank, git_sha, started_at) VALUES ('ffffffffffff',"
+        " 'smoke', 'data-parallel', 'transformer/tiny seq=9999 fixed ddp×2', 'key-failed', '{}',"
+        " 'transformer', 'tiny', 'ddp', 'dp2', 'cpu', ?, 2, 1, 'fp32', 9999, 'fixed', 'failed',"
+        " 'rank 1 raised', 1, ?, ?)",
+        [CPU, NEW_SHA, T0],
+    )
+
+
+#: what a Store-like writer does while the dashboard is open: one run, one repeat, one short
+#: transaction, from another process (DuckDB's lock is per process)
+WRITER_SCRIPT = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1])
+con.execute("BEGIN")
+con.execute(
+    "INSERT INTO runs (run_id, suite, workload, config_name, config_key, config, model_family,"
+    " model_size, strategy, layout, device, device_type, nproc, nnodes, precision, seq_len,"
+    " lengths, energy_source, energy_measured, status, git_sha, started_at) VALUES"
+    " ('0000000000aa', 'smoke', 'transformer-vs-mamba', 'mamba/tiny seq=4096 fixed single×1',"
+    " 'key-new', '{}', 'mamba', 'tiny', 'single', 'dp1', 'cpu', 'cpu:AMD EPYC 7B13', 1, 1,"
+    " 'fp32', 4096, 'fixed', 'rapl', true, 'ok', 'cccc3333', TIMESTAMP '2026-02-01 10:00:00')"
+)
+con.execute(
+    "INSERT INTO results (run_id, repeat, tokens, seconds, tokens_per_s, energy_source,"
+    " energy_measured, energy_j, joules_per_token, peak_mem_bytes, co2_g) VALUES"
+    " ('0000000000aa', 0, 4000, 2.0, 2000.0, 'rapl', true, 200.0, 0.05, 1000000, 0.02)"
+)
+con.execute("COMMIT")
+con.close()
+print("written")
+"""
+NEW_CONFIG = "mamba/tiny seq=4096 fixed single×1"
+
+#: holds the write lock until its stdin closes
+HOLDER_SCRIPT = """
+import sys, duckdb
+con = duckdb.connect(sys.argv[1])
+print("locked", flush=True)
+sys.stdin.read()
+con.close()
+"""
+
+
+def write_run_from_other_process(db: Path) -> subprocess.CompletedProcess[str]:
+    """Insert one new run the way the launcher would, from a separate process."""
+    return subprocess.run(
+        [sys.executable, "-c", WRITER_SCRIPT, str(db)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def hold_write_lock(db: Path) -> subprocess.Popen[str]:
+    """Start a process that keeps ``db`` open for writing until its stdin is closed."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", HOLDER_SCRIPT, str(db)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stdout is not None
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+@dataclass(frozen=True, slots=True)
+class Seeded:
+    """What the tests know about the seeded data, and the out-of-process writers."""
+
+    schema: Path = SCHEMA
+    gpu_row_id: str = GPU_ROW_ID
+    ddp_row_id: str = DDP_ROW_ID
+    new_config: str = NEW_CONFIG
+    write_run: Callable[[Path], subprocess.CompletedProcess[str]] = write_run_from_other_process
+    hold_lock: Callable[[Path], subprocess.Popen[str]] = hold_write_lock
+
+
+@pytest.fixture
+def seeded() -> Seeded:
+    return Seeded()
+
+
+@pytest.fixture
+def dashboard_db(tmp_path: Path) -> Path:
+    """A seeded results database in tmp_path."""
+    return seed_db(tmp_path / "results.duckdb")

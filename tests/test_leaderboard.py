@@ -1,0 +1,315 @@
+"""Tests of the dashboard's pure core: Pareto fronts, leaderboard aggregation, history."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from datetime import datetime, timedelta
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from greenbench.leaderboard import (
+    METRICS,
+    REPEAT_COLUMNS,
+    history,
+    leaderboard,
+    pareto_front,
+    pareto_front_by,
+)
+from greenbench.stats import median_ci
+
+T0 = datetime(2026, 1, 1)
+
+
+def pts(xy: list[tuple[float, float]], index: list[int] | None = None) -> pd.DataFrame:
+    return pd.DataFrame(xy, columns=["x", "y"], index=index)
+
+
+def front(xy: list[tuple[float, float]], xb: str = "max", yb: str = "min") -> list[bool]:
+    return pareto_front(pts(xy), "x", "y", xb, yb).tolist()
+
+
+# --- Pareto front ---------------------------------------------------------------------------------
+
+
+def test_single_point_is_the_front() -> None:
+    assert front([(3.0, 2.0)]) == [True]
+
+
+def test_empty_frame_gives_empty_mask() -> None:
+    assert front([]) == []
+
+
+def test_speed_against_energy() -> None:
+    # (tokens/s, J/token): faster-and-leaner dominates; a trade-off keeps both ends
+    xy = [(100, 1.0), (200, 2.0), (150, 2.5), (50, 0.9), (200, 3.0)]
+    assert front(xy) == [True, True, False, True, False]
+
+
+def test_tie_on_one_axis_keeps_only_the_better_on_the_other() -> None:
+    assert front([(100, 1.0), (100, 2.0)]) == [True, False]  # same speed, less energy wins
+    assert front([(100, 1.0), (120, 1.0)]) == [False, True]  # same energy, faster wins
+
+
+def test_exact_duplicates_both_stay() -> None:
+    # neither is strictly better anywhere, so neither dominates the other
+    assert front([(100, 1.0), (100, 1.0), (90, 2.0)]) == [True, True, False]
+
+
+def test_direction_of_each_axis_is_respected() -> None:
+    xy = [(1, 1), (2, 2)]
+    assert front(xy, "max", "max") == [False, True]
+    assert front(xy, "min", "min") == [True, False]
+    assert front(xy, "max", "min") == [True, True]
+    assert front(xy, "min", "max") == [True, True]
+
+
+def test_nan_rows_are_never_on_the_front_and_dominate_nothing() -> None:
+    assert front([(math.nan, 0.1), (100, 1.0), (1e9, math.nan)]) == [False, True, False]
+    assert front([(math.nan, math.nan)]) == [False]
+
+
+def test_mask_is_aligned_with_the_frames_index() -> None:
+    df = pts([(1, 5), (2, 1), (3, 3)], index=[30, 10, 20])
+    mask = pareto_front(df, "x", "y", "max", "min")
+    assert list(mask.index) == [30, 10, 20]
+    assert mask.to_dict() == {30: False, 10: True, 20: True}
+
+
+def test_bad_direction_is_rejected() -> None:
+    with pytest.raises(ValueError, match="better"):
+        pareto_front(pts([(1, 1)]), "x", "y", "higher", "min")  # type: ignore[arg-type]
+
+
+def brute_force(xy: list[tuple[float, float]], xb: str, yb: str) -> list[bool]:
+    sx = -1 if xb == "max" else 1
+    sy = -1 if yb == "max" else 1
+    p = [(sx * x, sy * y) for x, y in xy]
+    return [
+        not any(
+            a[0] <= b[0] and a[1] <= b[1] and (a[0] < b[0] or a[1] < b[1])
+            for j, a in enumerate(p)
+            if j != i
+        )
+        for i, b in enumerate(p)
+    ]
+
+
+@given(
+    st.lists(st.tuples(st.integers(0, 6), st.integers(0, 6)), max_size=25),
+    st.sampled_from(["max", "min"]),
+    st.sampled_from(["max", "min"]),
+)
+def test_front_matches_the_definition(xy: list[tuple[int, int]], xb: str, yb: str) -> None:
+    # small integer grids force many ties on one or both axes
+    assert front([(float(x), float(y)) for x, y in xy], xb, yb) == brute_force(xy, xb, yb)
+
+
+def test_front_by_group_keeps_groups_apart() -> None:
+    df = pd.DataFrame(
+        {"x": [100, 200, 50], "y": [1.0, 0.5, 2.0], "kind": ["measured", "measured", "estimate"]}
+    )
+    # the estimate is dominated by both measurements, yet it is the front of its own group
+    assert pareto_front_by(df, "x", "y", "max", "min", "kind").tolist() == [False, True, True]
+    assert pareto_front(df, "x", "y", "max", "min").tolist() == [False, True, False]
+
+
+# --- leaderboard ----------------------------------------------------------------------------------
+
+
+def repeat_rows(
+    config_key: str,
+    tps: list[float],
+    jpt: list[float | None],
+    *,
+    sha: str | None = "new",
+    run_id: str = "r1",
+    source: str = "rapl",
+    hours: int = 0,
+    workload: str = "transformer-vs-mamba",
+) -> list[dict[str, object]]:
+    rows = []
+    for i, (t, j) in enumerate(zip(tps, jpt, strict=True)):
+        row: dict[str, object] = {c: None for c in REPEAT_COLUMNS}
+        row |= {
+            "run_id": run_id,
+            "suite": "smoke",
+            "config_key": config_key,
+            "workload": workload,
+            "config_name": f"{config_key} name",
+            "model_family": "transformer",
+            "model_size": "tiny",
+            "strategy": "single",
+            "layout": "dp1",
+            "device": "cpu",
+            "device_type": "cpu:test",
+            "precision": "fp32",
+            "seq_len": 256,
+            "lengths": "fixed",
+            "peak_flops_source": "cpu-gemm-calibration",
+            "nproc": 2,
+            "nnodes": 1,
+            "git_sha": sha,
+            "started_at": T0 + timedelta(hours=hours),
+            "repeat": i,
+            "tokens": 1000,
+            "energy_source": source,
+            "energy_measured": source != "estimate",
+            "co2_g": None if j is None else j * 1000 * 0.1,
+            "tokens_per_s": t,
+            "joules_per_token": j,
+            "net_joules_per_token": None if j is None else j / 2,
+            "mfu": 0.01 * (i + 1),
+            "peak_mem_bytes": 100 * (i + 1),
+            "wait_fraction": 0.1,
+            "step_time_p50_s": 0.5,
+            "loss": 7.0,
+        }
+        rows.append(row)
+    return rows
+
+
+def frame(*groups: list[dict[str, object]]) -> pd.DataFrame:
+    return pd.DataFrame([r for g in groups for r in g])
+
+
+def test_one_row_per_configuration_with_median_and_ci() -> None:
+    tps = [10.0, 12.0, 11.0, 30.0, 9.0]
+    jpt = [0.5, 0.4, 0.45, 0.3, 0.6]
+    board = leaderboard(frame(repeat_rows("a", tps, jpt)))
+    assert len(board) == 1
+    row = board.iloc[0]
+    assert row["tokens_per_s"] == statistics.median(tps)
+    med, low, high = median_ci(jpt)
+    assert (row["joules_per_token"], row["joules_per_token_ci_low"]) == (med, low)
+    assert row["joules_per_token_ci_high"] == high
+    assert row["net_joules_per_token"] == pytest.approx(med / 2)
+    assert row["peak_mem_bytes"] == 500  # the peak over repeats, not a median
+    assert row["mfu"] == pytest.approx(0.03)
+    assert row["co2_g_per_mtok"] == pytest.approx(med * 0.1 * 1e6)
+    assert row["devices"] == 2
+    assert (row["n_repeats"], row["n_runs"], row["git_sha"]) == (5, 1, "new")
+    assert row["latest_run_id"] == "r1"
+
+
+def test_single_repeat_gives_a_degenerate_interval() -> None:
+    board = leaderboard(frame(repeat_rows("a", [10.0], [0.5])))
+    row = board.iloc[0]
+    assert row["tokens_per_s"] == row["tokens_per_s_ci_low"] == row["tokens_per_s_ci_high"] == 10
+
+
+def test_latest_scope_uses_only_the_newest_sha_and_all_pools() -> None:
+    rows = frame(
+        repeat_rows("a", [10, 10, 10], [1.0, 1.0, 1.0], sha="old", run_id="r0", hours=0),
+        repeat_rows("a", [20, 20, 20], [0.5, 0.5, 0.5], sha="new", run_id="r1", hours=5),
+    )
+    latest = leaderboard(rows, "latest").iloc[0]
+    assert (latest["tokens_per_s"], latest["n_repeats"], latest["git_sha"]) == (20, 3, "new")
+    pooled = leaderboard(rows, "all").iloc[0]
+    assert (pooled["tokens_per_s"], pooled["n_repeats"], pooled["n_runs"]) == (15, 6, 2)
+    assert pooled["git_sha"] == "mixed"
+    assert pooled["latest_run_id"] == "r1"
+
+
+def test_two_runs_of_the_newest_sha_are_pooled() -> None:
+    rows = frame(
+        repeat_rows("a", [10, 12], [1.0, 1.0], run_id="r0", hours=0),
+        repeat_rows("a", [14, 16], [1.0, 1.0], run_id="r1", hours=1),
+    )
+    row = leaderboard(rows).iloc[0]
+    assert (row["n_repeats"], row["n_runs"], row["tokens_per_s"]) == (4, 2, 13)
+
+
+def test_measured_and_estimated_energy_are_never_pooled() -> None:
+    rows = frame(
+        repeat_rows("a", [10, 10], [1.0, 1.0], source="rapl", run_id="r0"),
+        repeat_rows("a", [10, 10], [3.0, 3.0], source="estimate", run_id="r1", hours=1),
+    )
+    board = leaderboard(rows, "all")
+    assert sorted(zip(board["energy_source"], board["joules_per_token"], strict=True)) == [
+        ("estimate", 3.0),
+        ("rapl", 1.0),
+    ]
+    assert board.set_index("energy_source").loc["estimate", "energy_measured"] == False  # noqa: E712
+
+
+def test_missing_energy_gives_nan_not_zero() -> None:
+    board = leaderboard(frame(repeat_rows("a", [10.0, 11.0], [None, None])))
+    row = board.iloc[0]
+    assert math.isnan(row["joules_per_token"]) and math.isnan(row["co2_g_per_mtok"])
+    assert row["tokens_per_s"] == 10.5
+
+
+def test_board_is_sorted_by_joules_per_token_with_unknown_energy_last() -> None:
+    rows = frame(
+        repeat_rows("slow", [1.0], [2.0]),
+        repeat_rows("none", [1.0], [None]),
+        repeat_rows("lean", [1.0], [0.5]),
+    )
+    assert leaderboard(rows)["config_key"].tolist() == ["lean", "slow", "none"]
+
+
+def test_unknown_git_sha_is_its_own_version() -> None:
+    board = leaderboard(frame(repeat_rows("a", [1.0], [1.0], sha=None)))
+    assert board.iloc[0]["git_sha"] == "unknown"
+
+
+def test_empty_input_gives_empty_board_with_columns() -> None:
+    board = leaderboard(pd.DataFrame(columns=list(REPEAT_COLUMNS)))
+    assert board.empty
+    assert {"config_key", "tokens_per_s_ci_low", "n_repeats"} <= set(board.columns)
+    assert set(METRICS) <= set(board.columns)
+
+
+def test_bad_scope_is_rejected() -> None:
+    with pytest.raises(ValueError, match="scope"):
+        leaderboard(frame(repeat_rows("a", [1.0], [1.0])), "newest")  # type: ignore[arg-type]
+
+
+# --- history --------------------------------------------------------------------------------------
+
+
+def test_history_orders_shas_by_first_run_and_summarises_each() -> None:
+    rows = frame(
+        repeat_rows("a", [10, 11, 12], [1.0, 1.1, 0.9], sha="s2", run_id="r2", hours=10),
+        repeat_rows("a", [20, 21, 22], [0.5, 0.6, 0.4], sha="s1", run_id="r1", hours=1),
+        repeat_rows("a", [30, 30, 30], [0.3, 0.3, 0.3], sha="s3", run_id="r3", hours=20),
+        repeat_rows("b", [99], [9.9], sha="s1", run_id="rb", hours=0),
+    )
+    hist = history(rows, "a")
+    assert hist["git_sha"].tolist() == ["s1", "s2", "s3"]
+    assert hist["tokens_per_s"].tolist() == [21, 11, 30]
+    assert hist["joules_per_token"].tolist() == [0.5, 1.0, 0.3]
+    assert hist.iloc[0]["joules_per_token_ci_low"] == 0.4
+    assert hist["n_repeats"].tolist() == [3, 3, 3]
+
+
+def test_history_keeps_energy_sources_apart_and_can_select_one() -> None:
+    rows = frame(
+        repeat_rows("a", [10], [1.0], source="rapl", run_id="r1"),
+        repeat_rows("a", [10], [5.0], source="estimate", run_id="r2", hours=1),
+    )
+    assert len(history(rows, "a")) == 2
+    only = history(rows, "a", "estimate")
+    assert only["energy_source"].tolist() == ["estimate"]
+    assert only["joules_per_token"].tolist() == [5.0]
+
+
+def test_history_of_unknown_configuration_is_empty() -> None:
+    hist = history(frame(repeat_rows("a", [1.0], [1.0])), "zzz")
+    assert hist.empty and "git_sha" in hist.columns
+
+
+def test_history_counts_several_runs_of_one_sha() -> None:
+    rows = frame(
+        repeat_rows("a", [1.0, 3.0], [1.0, 1.0], run_id="r1", hours=0),
+        repeat_rows("a", [5.0], [1.0], run_id="r2", hours=2),
+    )
+    hist = history(rows, "a")
+    assert (len(hist), hist.iloc[0]["n_runs"], hist.iloc[0]["tokens_per_s"]) == (1, 2, 3.0)
+    assert hist.iloc[0]["last_started_at"] - hist.iloc[0]["first_started_at"] == timedelta(hours=2)
+    assert np.isclose(hist.iloc[0]["tokens_per_s_ci_high"], 5.0)
