@@ -559,3 +559,41 @@ def export(db_path: str | Path, fmt: str, out: str | Path) -> list[Path]:
     copy = f"COPY ({sql}) TO ? ({options.get(fmt, 'FORMAT parquet')})"
     _read(Path(db_path), lambda con: con.execute(copy, [str(target)]), timeout_s=8.0)
     return [target]
+
+
+def check_integrity(db_path: str | Path) -> list[str]:
+    """Problems found in a results database; an empty list means it is sound.
+
+    Reads every row of every table (DuckDB verifies block checksums on read), then checks the
+    references and states the launcher guarantees: results belong to stored runs, every `ok` run
+    has results, statuses are known and the schema version is this code's.
+    """
+
+    def query(con: duckdb.DuckDBPyConnection) -> list[str]:
+        problems = []
+        for table in ("runs", "results", "rank_results", "power_samples", "schema_version"):
+            con.execute(f"SELECT * FROM {table}").fetchall()
+        versions = [v for (v,) in con.execute("SELECT version FROM schema_version").fetchall()]
+        if max(versions, default=None) != SCHEMA_VERSION:
+            problems.append(f"schema version {versions} is not {SCHEMA_VERSION}")
+        for table in ("results", "rank_results", "power_samples"):
+            (n,) = con.execute(
+                f"SELECT count(*) FROM {table} t WHERE t.run_id NOT IN (SELECT run_id FROM runs)"
+            ).fetchone()
+            if n:
+                problems.append(f"{n} {table} row(s) belong to no run")
+        (n,) = con.execute(
+            "SELECT count(*) FROM runs WHERE status = 'ok' AND run_id NOT IN "
+            "(SELECT run_id FROM results)"
+        ).fetchone()
+        if n:
+            problems.append(f"{n} ok run(s) without results")
+        (n,) = con.execute(
+            "SELECT count(*) FROM runs WHERE status NOT IN ('running', 'ok', 'failed', "
+            "'interrupted')"
+        ).fetchone()
+        if n:
+            problems.append(f"{n} run(s) with an unknown status")
+        return problems
+
+    return _read(Path(db_path), query, timeout_s=8.0)

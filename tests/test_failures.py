@@ -1,0 +1,168 @@
+"""Failures cost only their own configuration: crashing, hanging, killed, out-of-memory ranks,
+Ctrl-C / SIGTERM and SIGKILL of the launcher, and `--resume`.
+
+Every test runs real worker processes (one rank, or two gloo ranks through torchrun).
+"""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from greenbench.launch import run_specs
+from greenbench.spec import expand
+from greenbench.store import check_integrity, read_frame
+
+pytestmark = pytest.mark.slow
+
+QUICK = {
+    "model.family": "transformer",
+    "data.seq_len": 32,
+    "data.global_batch": 2,
+    "data.micro_batch": 1,
+    "train.warmup_steps": 1,
+    "train.steps": 1,
+    "train.min_window_s": 0.0,
+    "energy.idle_s": 0.0,
+    "repeats": 1,
+}
+TWO_RANKS = {"strategy": "ddp", "nproc": 2}
+
+
+def spec(**overrides):
+    settings = {**QUICK, **{k.replace("__", "."): v for k, v in overrides.items()}}
+    return expand("transformer-vs-mamba", [settings])[0]
+
+
+def descendants() -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+
+
+def runs(db: Path):
+    return read_frame(
+        db, "SELECT config_name, status, error, failed_rank, config FROM runs ORDER BY started_at"
+    )
+
+
+def test_crash_hang_kill_oom_each_fail_alone(tmp_path):
+    db = tmp_path / "r.duckdb"
+    specs = [
+        spec(),
+        spec(debug__fail_rank=1, **TWO_RANKS),
+        spec(debug__hang_rank=0, timeout_s=25.0),
+        spec(debug__kill_rank=1, **TWO_RANKS),
+        spec(debug__oom_rank=0),
+        spec(data__seq_len=48),
+    ]
+    summary = run_specs(specs, db)
+    assert summary.statuses == ["ok", "failed", "failed", "failed", "failed", "ok"]
+    frame = runs(db)
+    errors = dict(zip(range(6), frame.error, strict=True))
+    assert "rank 1: RuntimeError: injected failure on rank 1" in errors[1]
+    assert errors[2] == "timed out after 25 s (timeout_s)"
+    assert errors[3].startswith("rank 1: killed by SIGKILL")
+    assert errors[4].startswith("rank 0:") and "allocate" in errors[4].lower()
+    assert list(frame.failed_rank[[1, 3, 4]]) == [1, 1, 0]
+    assert check_integrity(db) == []
+    assert descendants() == []
+
+
+def wait_for_ok_run(db: Path, proc: subprocess.Popen, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        if db.exists():
+            try:
+                if (runs(db).status == "ok").any():
+                    return
+            except Exception:  # the launcher may hold the write lock for a moment
+                pass
+        time.sleep(0.5)
+    raise AssertionError("no run finished in time")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_interrupt_keeps_finished_runs_and_resume_finishes(tmp_path, sig):
+    db = tmp_path / "r.duckdb"
+    # the second configuration (seq 48) hangs on its first measured step
+    suite = tmp_path / "s.toml"
+    write_suite(suite, hang_second=True)
+    proc = launch(suite, db)
+    wait_for_ok_run(db, proc)
+    time.sleep(3)  # the hanging configuration has started
+    proc.send_signal(sig)
+    proc.communicate(timeout=60)
+    assert proc.returncode != 0
+    assert list(runs(db).status) == ["ok", "interrupted"]
+    assert check_integrity(db) == []
+    assert orphans(suite) == []
+    # --resume runs only what did not finish
+    write_suite(suite, hang_second=False)
+    proc = launch(suite, db, "--resume")
+    _, err = proc.communicate(timeout=180)
+    assert proc.returncode == 0, err
+    assert "skipped" in err
+    assert list(runs(db).status) == ["ok", "interrupted", "ok"]
+
+
+def test_sigkill_of_launcher_leaves_a_readable_database_and_no_orphans(tmp_path):
+    db = tmp_path / "r.duckdb"
+    suite = tmp_path / "s.toml"
+    write_suite(suite, hang_second=True)
+    proc = launch(suite, db)
+    wait_for_ok_run(db, proc)
+    time.sleep(3)
+    proc.kill()  # SIGKILL to the launcher alone: its children must follow it
+    proc.communicate(timeout=30)
+    frame = runs(db)
+    assert frame.status.iloc[0] == "ok"
+    assert frame.status.iloc[1] != "ok"  # 'running': visibly not ok
+    assert check_integrity(db) == []
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and orphans(suite):
+        time.sleep(0.5)
+    assert orphans(suite) == []
+
+
+def orphans(suite: Path) -> list[int]:
+    found = []
+    for p in psutil.process_iter(["pid", "cmdline"]):
+        cmd = " ".join(p.info["cmdline"] or [])
+        if "greenbench.worker" in cmd and "greenbench-" in cmd:
+            found.append(p.info["pid"])
+    return found
+
+
+def write_suite(path: Path, *, hang_second: bool) -> None:
+    lines = ["[defaults]"]
+    lines += [f'"{k}" = {v!r}'.replace("'", '"') for k, v in QUICK.items()]
+    lines += ["[[entries]]", 'workload = "transformer-vs-mamba"', 'set = { "data.seq_len" = 32 }']
+    second = '{ "data.seq_len" = 48' + (', "debug.hang_rank" = 0 }' if hang_second else " }")
+    lines += ["[[entries]]", 'workload = "transformer-vs-mamba"', f"set = {second}"]
+    path.write_text("\n".join(lines) + "\n")
+
+
+def launch(suite: Path, db: Path, *extra: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "greenbench.cli",
+            "run",
+            "--suite",
+            str(suite),
+            *extra,
+            "--db",
+            str(db),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
