@@ -13,6 +13,8 @@ equals a single process training on the whole minibatch.
 from __future__ import annotations
 
 import contextlib
+import functools
+import inspect
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -150,7 +152,13 @@ class Strategy(ABC):
 def forward_logits(
     model: torch.nn.Module, input_ids: torch.Tensor, position_ids: torch.Tensor
 ) -> torch.Tensor:
-    """Logits of a Hugging Face causal LM (Mamba takes no position ids)."""
-    if getattr(model, "takes_position_ids", True):
+    """Logits of a Hugging Face causal LM; position ids go only to models that take them
+    (Llama does, so packed documents restart their positions; Mamba has none)."""
+    if takes_position_ids(type(getattr(model, "module", model))):
         return model(input_ids=input_ids, position_ids=position_ids).logits
     return model(input_ids=input_ids).logits
+
+
+@functools.cache
+def takes_position_ids(cls: type) -> bool:
+    return "position_ids" in inspect.signature(cls.forward).parameters

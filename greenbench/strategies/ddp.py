@@ -22,9 +22,7 @@ class DDP(Strategy):
 
     def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
         ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
-        wrapped = DistributedDataParallel(model, device_ids=ids)
-        wrapped.takes_position_ids = getattr(model, "takes_position_ids", True)
-        return wrapped
+        return DistributedDataParallel(model, device_ids=ids)
 
     @contextlib.contextmanager
     def microbatch(self, model: torch.nn.Module, last: bool) -> Iterator[None]:
