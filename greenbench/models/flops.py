@@ -1,0 +1,95 @@
+"""Analytic training FLOPs per token (forward + backward, no recompute), for MFU.
+
+Conventions, per token of a sequence of length S, for a model described by `ModelInfo`:
+
+* Transformer: ``6·N + 12·L·d·S`` — torchtitan's ``get_num_flop_per_token``, after the PaLM
+  paper's appendix B (Chowdhery et al. 2022). ``N`` is
+  ``n_params_non_embedding``: every parameter except the input embedding table, so the untied LM
+  head counts (its matmul is real work) and so do the few norm weights. ``6·N``: each weight does
+  one multiply-add (2 FLOPs) per token forward and two backward. ``12·L·d·S``: attention scores
+  and the weighted sum, 2 matmuls × 2 FLOPs × 3 (forward + backward), over ``n_heads · head_dim =
+  d`` channels and S keys; causal masking is not discounted and flash attention's backward
+  recompute is not counted, as in torchtitan.
+* Mamba: ``6·N + 3·L·(9·D·n + 2·D)`` with ``D = d_inner`` (scan channels, expand × d) and
+  ``n = d_state``. ``6·N`` as above (conv1d, A_log, D and norm weights are counted as if they
+  were matmul weights; they are < 3% of N at every preset). The selective scan's forward cost is
+  ``9·D·n`` per token, as given by the Mamba authors (A. Gu in state-spaces/mamba issue #110, the
+  count VMamba's ``flops_selective_scan_fn`` uses), plus ``D`` for the D skip and ``D`` for the
+  z gate; training ≈ 3 × forward. No term grows with S: that is the point of the architecture.
+
+`measured_flops_per_token` is a cross-check only. It sums the matmul FLOPs (mm, addmm, bmm,
+baddbmm) that `torch.utils.flop_counter.FlopCounterMode` records over a forward + backward. That
+misses CPU attention kernels (``_scaled_dot_product_flash_attention_for_cpu`` has no formula) and
+all element-wise work, so on CPU it sees only the ``6·N`` part of a Transformer, and for Mamba the
+projections plus the small batched products inside our scan, not the scan's element-wise work.
+Convolutions are left out on purpose: FlopCounterMode's ``convolution_backward`` formula ignores
+``groups`` and overcounts a depthwise conv's weight gradient by the channel count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+import torch
+from torch.utils.flop_counter import FlopCounterMode
+
+from greenbench.errors import SpecError
+from greenbench.models.family import ModelInfo
+
+
+def transformer_flops_per_token(info: ModelInfo, seq_len: int) -> float:
+    """``6·N_non_embedding + 12·n_layers·d_model·seq_len`` (torchtitan)."""
+    return 6.0 * info.n_params_non_embedding + 12.0 * info.n_layers * info.d_model * seq_len
+
+
+def mamba_scan_flops_per_token(info: ModelInfo) -> float:
+    """Training FLOPs of the selective scans alone: ``3·L·(9·D·n + 2·D)``."""
+    if info.d_inner is None or info.d_state is None:
+        raise SpecError(f"model {info.family}/{info.size} has no selective-scan shape")
+    d_inner, d_state = info.d_inner, info.d_state
+    return 3.0 * info.n_layers * (9.0 * d_inner * d_state + 2.0 * d_inner)
+
+
+def mamba_flops_per_token(info: ModelInfo, seq_len: int) -> float:
+    """``6·N_non_embedding`` + the selective scans; ``seq_len`` does not enter."""
+    del seq_len  # linear-time model: per-token cost is independent of sequence length
+    return 6.0 * info.n_params_non_embedding + mamba_scan_flops_per_token(info)
+
+
+FORMULAS: dict[str, Callable[[ModelInfo, int], float]] = {
+    "transformer": transformer_flops_per_token,
+    "mamba": mamba_flops_per_token,
+}
+
+
+def flops_per_token(info: ModelInfo, seq_len: int) -> float:
+    """Analytic training FLOPs per token of ``info``'s model at sequence length ``seq_len``."""
+    if seq_len < 1:
+        raise SpecError(f"seq_len must be >= 1, got {seq_len}")
+    if info.family not in FORMULAS:
+        raise SpecError(
+            f"no FLOP formula for model family {info.family!r}; "
+            f"known: {', '.join(sorted(FORMULAS))}"
+        )
+    return FORMULAS[info.family](info, seq_len)
+
+
+_MATMUL_OPS = (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm, torch.ops.aten.baddbmm)
+
+
+def measured_flops_per_token(model: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> float:
+    """Matmul FLOPs of one forward + backward of ``batch``, per input position (FlopCounterMode).
+
+    ``batch`` holds ``input_ids`` (B, T) and ``labels`` (plus optional ``position_ids`` /
+    ``attention_mask``); positions are B·T, padding included, like the analytic formulas, which
+    count work done per position. Gradients are taken with `torch.autograd.grad`, so the model's
+    ``.grad`` fields are left untouched. Sees matmuls only (see the module docstring).
+    """
+    params = [p for p in model.parameters() if p.requires_grad]
+    counter = FlopCounterMode(display=False)
+    with counter:
+        loss = model(**batch).loss
+        torch.autograd.grad(loss, params)
+    counts = counter.get_flop_counts()["Global"]
+    matmul_flops = sum(counts.get(op, 0) for op in _MATMUL_OPS)
+    return matmul_flops / batch["input_ids"].numel()

@@ -1,0 +1,174 @@
+"""Mamba-1, built with transformers' `MambaForCausalLM`, with a fast training path on CPU.
+
+Presets are matched in total parameter count (within ~5%) to the Transformer presets of the same
+name; the small ones reuse the published checkpoints' shapes (huggingface.co/state-spaces/
+mamba-130m: d 768 × 24 layers; mamba-370m: d 1024 × 48 layers). A Mamba block holds ~6·d²
+parameters to a Llama block's ~12·d², so a Mamba preset has about twice the layers of its
+Transformer twin. State size 16, expand 2, conv 4, untied LM head (as for the Transformer, so
+both count the head the same way in FLOPs).
+
+Fast path. transformers' pure-PyTorch Mamba (used whenever the CUDA packages `mamba-ssm` and
+`causal-conv1d` are absent) trains ~80x slower than a Transformer of the same size on CPU. The
+models built here therefore use `FastScanMambaMixer`, a subclass of transformers' `MambaMixer`
+whose training forward computes the same function with
+
+* greenbench's selective scan (`greenbench.models.scan`: the exact recurrence, stepped in cache,
+  with a hand-written backward instead of per-step autograd nodes), time-major throughout;
+* the causal depthwise conv as a channels-last conv2d, so nothing is transposed to (B, D, T).
+
+Only the instances built here are re-classed; transformers' classes are not patched. Whenever a
+cache is passed (generation), or the model is on CUDA with `mamba-ssm` installed, the mixer defers
+to transformers' own forward, which then uses the CUDA kernels. Mamba ignores ``position_ids``;
+padding is handled through ``labels`` = -100 (and ``attention_mask`` if given).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from transformers import MambaConfig, MambaForCausalLM
+from transformers.models.mamba.modeling_mamba import MambaMixer, apply_mask_to_padding_states
+from transformers.utils.import_utils import is_mamba_ssm_available
+
+from greenbench.models.family import ModelFamily, ModelInfo
+from greenbench.models.scan import DEFAULT_CHUNK_SIZE, selective_scan
+
+
+@dataclass(frozen=True, slots=True)
+class MambaPreset:
+    d_model: int
+    n_layers: int
+    vocab_size: int
+    d_state: int = 16
+    expand: int = 2
+    d_conv: int = 4
+
+
+PRESETS: dict[str, MambaPreset] = {
+    "tiny": MambaPreset(d_model=256, n_layers=8, vocab_size=1024),
+    "125m": MambaPreset(d_model=768, n_layers=24, vocab_size=32000),
+    "350m": MambaPreset(d_model=1024, n_layers=48, vocab_size=32000),
+    "1b": MambaPreset(d_model=2048, n_layers=36, vocab_size=32000),
+    "7b": MambaPreset(d_model=4096, n_layers=64, vocab_size=32000),
+}
+
+
+def causal_depthwise_conv1d(
+    x: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None
+) -> torch.Tensor:
+    """Causal depthwise conv over time of time-major ``x`` (T, B, C); ``weight`` is an
+    `nn.Conv1d` weight (C, 1, K).
+
+    Same result as transformers' ``conv1d(x, padding=K-1)[..., :T]`` on (B, C, T), computed as
+    a channels-last conv2d over the left-padded input, so nothing is transposed.
+    """
+    kernel = weight.shape[-1]
+    # (T+K-1, B, C) in memory is (1, C, T+K-1, B) channels-last: no copy between the two views.
+    padded = F.pad(x, (0, 0, 0, 0, kernel - 1, 0))
+    # (C, K) then (C, 1, K, 1): the weight's gradient then comes back with the weight's own
+    # strides (DDP's gradient buckets require it), not those of a channels-last conv.
+    channels = x.shape[-1]
+    weight_2d = weight.squeeze(1).view(channels, 1, kernel, 1)
+    out = F.conv2d(padded.unsqueeze(0).permute(0, 3, 1, 2), weight_2d, bias, groups=channels)
+    return out.permute(0, 2, 3, 1).squeeze(0)
+
+
+class FastScanMambaMixer(MambaMixer):
+    """`MambaMixer` whose cache-free forward uses greenbench's selective scan (see module doc).
+
+    It computes what `MambaMixer.forward` computes, time-major inside: in_proj (as two halves, x
+    and gate), causal conv + SiLU, x_proj -> (dt, B, C), softplus(dt_proj(dt)), selective scan,
+    + D·x, · SiLU(gate), out_proj.
+    """
+
+    scan_chunk_size: int = DEFAULT_CHUNK_SIZE
+
+    def forward(self, hidden_states, cache_params=None, attention_mask=None, **kwargs):  # type: ignore[override]
+        if cache_params is not None or (hidden_states.is_cuda and is_mamba_ssm_available()):
+            return super().forward(
+                hidden_states, cache_params=cache_params, attention_mask=attention_mask, **kwargs
+            )
+        dtype = hidden_states.dtype
+        mask = None if attention_mask is None else attention_mask.t()  # (T, B)
+        hidden = apply_mask_to_padding_states(hidden_states, attention_mask)
+        hidden = hidden.transpose(0, 1).contiguous()  # (T, B, d_model)
+        d_inner = self.intermediate_size
+        weight, bias = self.in_proj.weight, self.in_proj.bias
+        x = F.linear(hidden, weight[:d_inner], None if bias is None else bias[:d_inner])
+        gate = F.linear(hidden, weight[d_inner:], None if bias is None else bias[d_inner:])
+        x = self.act(causal_depthwise_conv1d(x, self.conv1d.weight, self.conv1d.bias))
+        x = apply_mask_to_padding_states(x, mask)
+        time_step, B, C = torch.split(
+            self.x_proj(x), [self.time_step_rank, self.ssm_state_size, self.ssm_state_size], dim=-1
+        )
+        delta = F.softplus(self.dt_proj(time_step))
+        A = -torch.exp(self.A_log.float())
+        y = selective_scan(x, delta, A, B, C, chunk_size=self.scan_chunk_size)
+        y = (y + x * self.D) * F.silu(gate)
+        return self.out_proj(y.to(dtype)).transpose(0, 1)
+
+
+def use_fast_scan(model: torch.nn.Module) -> torch.nn.Module:
+    """Re-class every `MambaMixer` inside ``model`` as `FastScanMambaMixer` (in place)."""
+    for module in model.modules():
+        if type(module) is MambaMixer:
+            module.__class__ = FastScanMambaMixer
+    return model
+
+
+def make_config(size: str, *, vocab_size: int | None = None) -> MambaConfig:
+    """The transformers config for a preset (``size`` must be a key of `PRESETS`)."""
+    p = PRESETS[size]
+    return MambaConfig(
+        vocab_size=vocab_size or p.vocab_size,
+        hidden_size=p.d_model,
+        num_hidden_layers=p.n_layers,
+        state_size=p.d_state,
+        expand=p.expand,
+        conv_kernel=p.d_conv,
+        tie_word_embeddings=False,
+        use_cache=False,
+    )
+
+
+def build(size: str, *, vocab_size: int | None = None) -> torch.nn.Module:
+    """A randomly initialised `MambaForCausalLM` with the fast CPU mixer; seed the RNG first."""
+    return use_fast_scan(MambaForCausalLM(make_config(size, vocab_size=vocab_size)))
+
+
+def info(size: str, *, vocab_size: int | None = None) -> ModelInfo:
+    """Analytic parameter counts and shape of a preset (equal to the built model's counts)."""
+    p = PRESETS[size]
+    vocab = vocab_size or p.vocab_size
+    d, d_inner, n = p.d_model, p.expand * p.d_model, p.d_state
+    dt_rank = -(-d // 16)  # ceil(d / 16), MambaConfig's "auto"
+    per_layer = (
+        d  # RMSNorm
+        + d * 2 * d_inner  # in_proj (x and gate), no bias
+        + (d_inner * p.d_conv + d_inner)  # depthwise conv1d weight + bias
+        + d_inner * (dt_rank + 2 * n)  # x_proj -> (dt, B, C), no bias
+        + (dt_rank * d_inner + d_inner)  # dt_proj weight + bias
+        + (d_inner * n + d_inner)  # A_log, D
+        + d_inner * d  # out_proj, no bias
+    )
+    embedding = vocab * d
+    non_embedding = p.n_layers * per_layer + d + vocab * d  # + final norm + untied LM head
+    return ModelInfo(
+        family="mamba",
+        size=size,
+        n_params=embedding + non_embedding,
+        n_params_embedding=embedding,
+        n_params_non_embedding=non_embedding,
+        n_layers=p.n_layers,
+        d_model=d,
+        vocab_size=vocab,
+        d_inner=d_inner,
+        d_state=n,
+        d_conv=p.d_conv,
+        dt_rank=dt_rank,
+    )
+
+
+FAMILY = ModelFamily(name="mamba", presets=PRESETS, build=build, info=info)
