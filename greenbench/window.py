@@ -38,8 +38,9 @@ class WindowTally:
     flops: float = 0.0
     n_microbatches: int = 0
 
-    def add(self, step_s: float, times: StepTimes, loss_sum: float, batch: StepBatch,
-            flops: float) -> None:
+    def add(
+        self, step_s: float, times: StepTimes, loss_sum: float, batch: StepBatch, flops: float
+    ) -> None:
         self.step_times_s.append(step_s)
         self.compute_s += times.compute_s
         self.comm_s += times.comm_s

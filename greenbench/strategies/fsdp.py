@@ -5,16 +5,17 @@ the post-training frameworks the ODC paper measures, parameters are all-gathered
 reduce-scattered for every microbatch, so ranks meet at every microbatch; a timed barrier
 before each microbatch measures how long a fast rank waits for a slow one.
 
-Gradient reduction is done as a sum and divided here (``set_gradient_divide_factor(1)`` and
-the loss scale), because averaging inside FSDP2 over gloo has been reported to sum instead of
-average; the equivalence test against ``single`` guards this.
+Gradient reduction is a plain sum, divided here through the loss scale
+(``set_force_sum_reduction_for_comms`` + ``set_gradient_divide_factor(1)``): gloo has no
+PREMUL_SUM, and averaging inside FSDP2 over gloo has been reported to sum instead of average.
+The equivalence test against ``single`` guards this.
 """
 
 from __future__ import annotations
 
 import torch
 from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
+from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from greenbench.strategies.base import Strategy
 
@@ -40,7 +41,12 @@ class FSDP(Strategy):
         for block in blocks_of(model):
             fully_shard(block, mesh=mesh)
         fully_shard(model, mesh=mesh)
-        model.set_gradient_divide_factor(1.0)
+        for module in model.modules():
+            if isinstance(module, FSDPModule):
+                # plain SUM collectives (gloo has no PREMUL_SUM/AVG) and no division: the
+                # loss scale already divides by the minibatch's global token count
+                module.set_force_sum_reduction_for_comms(True)
+                module.set_gradient_divide_factor(1.0)
         return model
 
     def wait_point(self, index: int, count: int) -> bool:

@@ -19,6 +19,10 @@ from greenbench.models import build_model, model_info
 from greenbench.strategies import STRATEGIES, DistContext
 
 STEPS = 3
+# SGD: the update is linear in the gradient, so a wrong reduction (a sum for a mean, a lost
+# microbatch) shows at full size, while float reordering stays at ~1e-7. Adam would amplify
+# reordering noise in near-zero gradients to ~lr and hide nothing better.
+OPT_LR = 1.0
 SETTINGS = dict(
     lengths="fixed",
     seq_len=32,
@@ -50,7 +54,7 @@ def train(strategy: str, family: str, rank: int, world: int) -> dict[str, torch.
     )
     strat = STRATEGIES[strategy](ctx)
     wrapped = strat.wrap(model)
-    optimizer = torch.optim.AdamW(wrapped.parameters(), lr=1e-2)
+    optimizer = torch.optim.SGD(wrapped.parameters(), lr=OPT_LR)
     source = MarkovSource(vocab_size=info.vocab_size, seed=1)
     for step in range(STEPS):
         batch = make_step_batches(step, source=source, world_size=world, **SETTINGS)[rank]
