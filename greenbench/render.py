@@ -9,7 +9,19 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-console = Console()
+
+class _Stdout:
+    """A rich console bound to the current stdout at each print: a terminal gets its own width,
+    a pipe or file gets wide lines so nothing is cut to an ellipsis."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        import sys
+
+        width = None if sys.stdout.isatty() else 200
+        Console(width=width).print(*objects, **kwargs)
+
+
+console = _Stdout()
 
 
 def _fmt(value: Any, spec: str = ".4g") -> str:
