@@ -127,15 +127,23 @@ def signal_name(code: int) -> str:
         return f"signal {code}"
 
 
-_TORCHRUN_FAILURE = re.compile(
-    r"rank\s*:\s*(\d+).*?exitcode\s*:\s*(-?\d+)|exitcode\s*:\s*(-?\d+).*?rank\s*:\s*(\d+)",
-    re.S,
-)
+_TORCHRUN_FAILURE = re.compile(r"rank\s*:\s*(\d+)[^\n]*\n\s*exitcode\s*:\s*(-?\d+)")
 
 
 def first_error(out: Path, code: int, log: Path) -> str:
-    """Why the configuration failed, as "rank R: …": a rank's own report (the earliest), else
-    the signal that killed it, else the tail of the worker's output."""
+    """Why the configuration failed, as "rank R: …".
+
+    A rank killed by a signal (other than the SIGTERM torchrun sends the survivors) is the root
+    cause: its peers' errors ("connection closed by peer") follow from it. Otherwise a rank's
+    own report (the earliest), else any exit torchrun recorded, else the tail of the output.
+    """
+    text = log.read_text(errors="replace") if log.exists() else ""
+    if code < 0:  # the single-rank worker itself was killed
+        return f"rank 0: killed by {signal_name(-code)}" + oom_hint(-code)
+    exits = [(int(rank), int(exit_code)) for rank, exit_code in _TORCHRUN_FAILURE.findall(text)]
+    for rank, exit_code in exits:
+        if exit_code < 0 and -exit_code != signal.SIGTERM:
+            return f"rank {rank}: killed by {signal_name(-exit_code)}" + oom_hint(-exit_code)
     errors = []
     for f in out.glob("error-rank*.json"):
         try:
@@ -145,15 +153,9 @@ def first_error(out: Path, code: int, log: Path) -> str:
     if errors:
         first = min(errors, key=lambda e: e["time"])
         return f"rank {first['rank']}: {first['error']}"
-    text = log.read_text(errors="replace") if log.exists() else ""
-    if code < 0:  # the single-rank worker itself was killed
-        return f"rank 0: killed by {signal_name(-code)}" + oom_hint(-code)
-    match = _TORCHRUN_FAILURE.search(text)
-    if match:
-        rank = int(match.group(1) or match.group(4))
-        exit_code = int(match.group(2) or match.group(3))
+    for rank, exit_code in exits:
         if exit_code < 0:
-            return f"rank {rank}: killed by {signal_name(-exit_code)}" + oom_hint(-exit_code)
+            return f"rank {rank}: killed by {signal_name(-exit_code)}"
         return f"rank {rank}: exited with code {exit_code}"
     tail = " | ".join(text.strip().splitlines()[-3:])
     return f"worker exited with code {code}: {tail}"

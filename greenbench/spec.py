@@ -51,7 +51,7 @@ DEFAULTS: dict[str, Any] = {
     "energy.region": "world",  # ISO-3 country code or cloud region for carbon intensity
     "energy.idle_s": 1.0,  # idle-power sampling window before the suite (0 disables)
     # Instrumentation for testing greenbench itself; excluded from the configuration identity.
-    "debug.slowdown_s": 0.0,  # sleep added to every training step
+    "debug.slowdown_s": 0.0,  # extra compute (seconds) added to every training step
     "debug.fail_rank": -1,  # this rank raises at the first measured step
     "debug.hang_rank": -1,  # this rank sleeps forever at the first measured step
     "debug.kill_rank": -1,  # this rank SIGKILLs itself at the first measured step

@@ -137,8 +137,7 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
                     inject_faults(s, ctx.rank)
                 loss, times = strategy.train_step(model, optimizer, batch)
                 if s["debug.slowdown_s"]:
-                    time.sleep(s["debug.slowdown_s"])
-                    times.compute_s += s["debug.slowdown_s"]
+                    times.compute_s += burn(s["debug.slowdown_s"], ctx.device)
                 tally.add(time.perf_counter() - t0, times, loss, batch, batch_flops(info, batch))
             synchronize(ctx.device)
             seconds = time.perf_counter() - window_start
@@ -205,6 +204,19 @@ def inject_faults(s: dict, rank: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if s["debug.oom_rank"] == rank:
         torch.empty(1 << 46, dtype=torch.uint8)  # 64 TiB: the allocator refuses, as in a real OOM
+
+
+def burn(seconds: float, device: torch.device) -> float:
+    """A deliberate regression (debug.slowdown_s): extra matrix products on the training device
+    for ``seconds``, so the slower step also costs more energy, as a real regression does (a
+    sleep would lower the load and, under a load-based power model, the joules). Returns the
+    seconds spent."""
+    a = torch.randn(256, 256, device=device)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a = torch.tanh(a @ a)
+        synchronize(device)
+    return time.perf_counter() - start
 
 
 def gather(results: list[RankResult], ctx: DistContext) -> list[RankResult] | None:

@@ -36,6 +36,22 @@ from greenbench.metrics import aggregate_repeat
 from greenbench.results import RankResult, RunOutcome
 from greenbench.store import Store
 
+
+@pytest.fixture(autouse=True, scope="session")
+def _machine_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """Machine-level caches (the CPU GEMM calibration) go to one temporary folder for the
+    session, shared by the workers tests start, never to the user's ~/.cache."""
+    import os
+
+    previous = os.environ.get("GREENBENCH_CACHE_DIR")
+    os.environ["GREENBENCH_CACHE_DIR"] = str(tmp_path_factory.mktemp("machine-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("GREENBENCH_CACHE_DIR", None)
+    else:
+        os.environ["GREENBENCH_CACHE_DIR"] = previous
+
+
 SHA_MAIN = "3f2c9e1b7a5d4c6e8f0a1b2c3d4e5f6a7b8c9d0e"
 SHA_FEATURE = "9d8c7b6a5f4e3d2c1b0a9f8e7d6c5b4a3f2e1d0c"
 SEEDED_CPU = "Intel(R) Xeon(R) Platinum 8481C CPU @ 2.70GHz"

@@ -1,0 +1,60 @@
+"""How a failed configuration's cause is read from what its ranks left behind."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from greenbench.execute import failed_rank_of, first_error
+
+TORCHRUN_SUMMARY = """\
+Failures:
+[1]:
+  time      : 2026-11-22_09:00:01
+  host      : box
+  rank      : 0 (local_rank: 0)
+  exitcode  : -15 (pid: 101)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 101
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2026-11-22_09:00:00
+  host      : box
+  rank      : 1 (local_rank: 1)
+  exitcode  : -9 (pid: 102)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 102
+"""
+
+
+def write_error(out: Path, rank: int, error: str, t: float) -> None:
+    (out / f"error-rank{rank}.json").write_text(
+        json.dumps({"rank": rank, "error": error, "time": t})
+    )
+
+
+def test_a_rank_killed_by_a_signal_is_the_cause_not_its_peers_broken_connection(tmp_path):
+    log = tmp_path / "worker.log"
+    log.write_text("...\n" + TORCHRUN_SUMMARY)
+    write_error(tmp_path, 0, "RuntimeError: Connection closed by peer", 1.0)
+    message = first_error(tmp_path, 1, log)
+    assert message.startswith("rank 1: killed by SIGKILL")
+    assert "out of memory?" in message
+    assert failed_rank_of(message) == 1
+
+
+def test_the_earliest_rank_report_wins_when_no_rank_was_killed(tmp_path):
+    log = tmp_path / "worker.log"
+    log.write_text("")
+    write_error(tmp_path, 1, "ValueError: late", 2.0)
+    write_error(tmp_path, 0, "RuntimeError: first", 1.0)
+    assert first_error(tmp_path, 1, log) == "rank 0: RuntimeError: first"
+
+
+def test_a_killed_single_rank_worker_and_an_unexplained_exit(tmp_path):
+    log = tmp_path / "worker.log"
+    log.write_text("line one\nline two\n")
+    assert first_error(tmp_path, -9, log).startswith("rank 0: killed by SIGKILL")
+    assert first_error(tmp_path, 7, log) == "worker exited with code 7: line one | line two"
+    assert failed_rank_of("worker exited with code 7") is None
