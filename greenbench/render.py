@@ -78,8 +78,9 @@ def listing(what: str, db_path: Path, limit: int) -> None:
         )
         for r in runs.itertuples():
             source = r.energy_source or "—"
-            if r.energy_measured is False:
-                source += " (est.)"
+            estimated = r.energy_measured is False
+            if estimated and "estimate" not in source:
+                source += " (estimated)"
             table.add_row(
                 r.run_id,
                 r.status,
@@ -87,7 +88,7 @@ def listing(what: str, db_path: Path, limit: int) -> None:
                 r.config_name,
                 str(r.n_repeats),
                 _fmt(r.tokens_per_s_median, ",.0f"),
-                _fmt(r.joules_per_token_median),
+                ("≈ " if estimated else "") + _fmt(r.joules_per_token_median),
                 source,
                 str(r.started_at)[:19],
             )

@@ -12,7 +12,6 @@ import duckdb
 import pandas as pd
 import pytest
 
-from greenbench import store as store_mod
 from greenbench.energy.base import EnergyWindow, PowerSample
 from greenbench.errors import StoreError
 from greenbench.results import RankResult, RepeatResult, RunOutcome
@@ -27,6 +26,8 @@ from greenbench.store import (
     read_frame,
     unfinished_runs,
 )
+from greenbench.store import connection as connection_mod
+from greenbench.store import writer as store_mod
 
 
 def run_row(run_id: str, **extra: Any) -> dict[str, Any]:
@@ -425,7 +426,7 @@ def test_locked_file_retries_until_released(
     lock_holder: tuple[Path, subprocess.Popen], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db, proc = lock_holder
-    real_sleep = store_mod.time.sleep
+    real_sleep = connection_mod.time.sleep
     sleeps = []
 
     def sleep_and_release(seconds: float) -> None:
@@ -436,7 +437,7 @@ def test_locked_file_retries_until_released(
         sleeps.append(seconds)
         real_sleep(seconds)
 
-    monkeypatch.setattr(store_mod.time, "sleep", sleep_and_release)
+    monkeypatch.setattr(connection_mod.time, "sleep", sleep_and_release)
     Store(db, lock_timeout_s=30).begin_run(run_row("aaaaaaaaaaaa"))
     assert sleeps  # it did wait for the lock
     assert get_run(db, "aaaaaaaaaaaa")["status"] == "running"

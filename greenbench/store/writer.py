@@ -1,16 +1,5 @@
-"""DuckDB storage of runs and results: schema, migrations, writes, queries.
-
-One file, one writer (the launcher), short transactions; readers (dashboard, compare, report)
-open read-only per query and close, so that a run can write while they are open. DuckDB lets
-one process write and, while it does, nobody else open the file (not even read-only), so the
-writer never holds its connection between writes and both sides retry with backoff.
-
-Schema: ``store_schema.sql`` is version 1 and never changes once released; a later version is
-an entry of ``MIGRATIONS`` (SQL taking version N to N+1). A new file gets the v1 schema plus
-every migration, in one transaction, built in a temporary file and linked into place, so a
-crash never leaves a half-made database behind. A file that is not ours, or is newer than this
-code, is refused without being touched.
-"""
+"""The one writer of the results database (the launcher): schema creation, migrations, runs and
+their results written in short transactions; plus the identity of a configuration."""
 
 from __future__ import annotations
 
@@ -18,20 +7,20 @@ import hashlib
 import json
 import os
 import secrets
-import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import resources
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import duckdb
 import pandas as pd
 
 from greenbench.errors import StoreError
 from greenbench.results import RunOutcome
+from greenbench.store.connection import _JSON_COLUMNS, _check_duckdb_file, _connect, _read
 
 SCHEMA_VERSION = 1
 #: SQL taking a database from version N (the key) to N + 1, applied in one transaction
@@ -39,16 +28,12 @@ MIGRATIONS: dict[int, str] = {}
 
 RUN_STATUSES = ("running", "ok", "failed", "interrupted")
 FINAL_STATUSES = ("ok", "failed", "interrupted")
-_JSON_COLUMNS = ("config", "hardware", "versions", "step_times_s")
-_DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 
 #: config fields that do not define *what* is measured (how often, under which name, in which
 #: suite, with which timeout or test instrumentation), so not part of ``config_key``. The seed
 #: is part of it: another seed is another data stream and another initialisation.
 NON_IDENTITY_KEYS = frozenset({"repeats", "label", "suite", "timeout_s", "energy.idle_s"})
 NON_IDENTITY_PREFIXES = ("debug.",)
-
-T = TypeVar("T")
 
 
 def new_run_id() -> str:
@@ -79,107 +64,8 @@ def config_key(config: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-# --------------------------------------------------------------------------- connections
-
-
 def _utcnow() -> datetime:
     return datetime.now(timezone.utc).replace(tzinfo=None)
-
-
-def _is_lock_error(exc: duckdb.Error) -> bool:
-    # another process holds the file (IOException "Could not set lock"), or this process has it
-    # open with another configuration (ConnectionException "different configuration")
-    return isinstance(exc, duckdb.ConnectionException) or "lock" in str(exc).lower()
-
-
-def _check_duckdb_file(path: Path) -> None:
-    """Refuse, without opening it, a file that is not a DuckDB database."""
-    try:
-        with path.open("rb") as f:
-            head = f.read(12)
-    except OSError as exc:
-        raise StoreError(f"cannot read results database {path}: {exc.strerror}") from None
-    if len(head) < 12 or head[8:12] != _DUCKDB_MAGIC:
-        raise StoreError(
-            f"{path} is not a DuckDB database (so not a greenbench results file); "
-            "pass another --db path"
-        )
-
-
-def _connect(
-    path: Path, *, read_only: bool, timeout_s: float, delay_s: float = 0.05
-) -> duckdb.DuckDBPyConnection:
-    """Open ``path``, retrying with backoff for ``timeout_s`` while another process holds it."""
-    deadline = time.monotonic() + timeout_s
-    delay = delay_s
-    while True:
-        try:
-            return duckdb.connect(str(path), read_only=read_only)
-        except duckdb.Error as exc:
-            if not _is_lock_error(exc):
-                raise StoreError(f"cannot open results database {path}: {exc}") from None
-            if time.monotonic() + delay > deadline:
-                raise StoreError(
-                    f"{path} is locked by another process (is a `greenbench run` writing to it?)"
-                ) from None
-        time.sleep(delay)
-        delay = min(delay * 2, 0.5)
-
-
-def _read(
-    path: Path,
-    fn: Callable[[duckdb.DuckDBPyConnection], T],
-    timeout_s: float,
-    delay_s: float = 0.05,
-) -> T:
-    """Open read-only, run ``fn`` on the connection, close; DuckDB errors become StoreError."""
-    if not path.exists():
-        raise StoreError(f"no results database at {path}: run `greenbench run --suite smoke` first")
-    _check_duckdb_file(path)
-    con = _connect(path, read_only=True, timeout_s=timeout_s, delay_s=delay_s)
-    try:
-        return fn(con)
-    except duckdb.CatalogException as exc:
-        raise StoreError(f"{path} is not a greenbench results database ({exc})") from None
-    except duckdb.Error as exc:
-        raise StoreError(f"query on {path} failed: {exc}") from None
-    finally:
-        con.close()
-
-
-def _fetch_dicts(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict]:
-    cur = con.execute(sql, params)
-    names = [d[0] for d in cur.description]
-    rows = [dict(zip(names, row, strict=True)) for row in cur.fetchall()]
-    for row in rows:
-        for col in _JSON_COLUMNS:
-            if isinstance(row.get(col), str):
-                row[col] = json.loads(row[col])
-    return rows
-
-
-def read_frame(
-    db_path: str | Path,
-    sql: str,
-    params: list[Any] | None = None,
-    *,
-    retries: int = 20,
-    backoff_s: float = 0.05,
-) -> pd.DataFrame:
-    """Run one read-only query and close the connection; retry while a writer holds the file.
-
-    The wait before giving up is what ``retries`` waits of ``backoff_s`` growing ×1.5 (each
-    capped at 0.5 s) add up to: about 8 s with the defaults. Any failure is a StoreError.
-    """
-    timeout_s = sum(min(backoff_s * 1.5**i, 0.5) for i in range(retries))
-
-    def query(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-        return con.execute(sql, params or []).df()
-
-    return _read(Path(db_path), query, timeout_s, delay_s=backoff_s)
-
-
-# --------------------------------------------------------------------------- the writer
 
 
 class Store:
@@ -449,151 +335,3 @@ def _rank_row(run_id: str, r: Any) -> dict[str, Any]:
         "energy_dram_j": w.energy_dram_j if w else None,
         "energy_note": w.note if w else None,
     }  # fmt: skip
-
-
-# --------------------------------------------------------------------------- queries
-
-
-def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd.DataFrame:
-    """Runs, newest first, with ``n_repeats`` and the medians of tokens/s and J/token.
-
-    ``filters`` are ``column=value`` on ``runs`` columns (a list or tuple means IN, None means
-    IS NULL), e.g. ``list_runs(db, workload="fsdp-vs-odc", label=["main", "feature"])``.
-    """
-
-    def query(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
-        columns = {r[0] for r in con.execute("DESCRIBE runs").fetchall()}
-        where, params = [], []
-        for col, value in filters.items():
-            if col not in columns:
-                raise StoreError(f"unknown runs column {col!r} to filter on")
-            if value is None:
-                where.append(f"ru.{col} IS NULL")
-            elif isinstance(value, (list, tuple, set)):
-                where.append(f"ru.{col} IN ({', '.join('?' * len(value))})")
-                params += list(value)
-            else:
-                where.append(f"ru.{col} = ?")
-                params.append(value)
-        sql = (
-            "SELECT ru.*, COALESCE(s.n_repeats, 0) AS n_repeats, s.tokens_per_s_median, "
-            "s.joules_per_token_median FROM runs ru LEFT JOIN (SELECT run_id, count(*) AS "
-            "n_repeats, median(tokens_per_s) AS tokens_per_s_median, median(joules_per_token) "
-            "AS joules_per_token_median FROM results GROUP BY run_id) s USING (run_id)"
-            + (" WHERE " + " AND ".join(where) if where else "")
-            + " ORDER BY ru.started_at DESC, ru.run_id"
-            + (f" LIMIT {int(limit)}" if limit is not None else "")
-        )
-        return con.execute(sql, params).df()
-
-    return _read(Path(db_path), query, timeout_s=8.0)
-
-
-def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
-    """One run row (JSON columns parsed) with ``results`` and ``rank_results`` as lists of
-    dicts; ``run_id`` may be a unique prefix. Unknown or ambiguous → StoreError."""
-    if not run_id:
-        raise StoreError("get_run needs a run id (or a unique prefix of one)")
-
-    def query(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
-        runs = _fetch_dicts(
-            con, "SELECT * FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id", [run_id]
-        )
-        exact = [r for r in runs if r["run_id"] == run_id]
-        if exact:
-            runs = exact
-        if not runs:
-            raise StoreError(f"no run {run_id!r} in {db_path}: `greenbench list runs` shows them")
-        if len(runs) > 1:
-            ids = ", ".join(r["run_id"] for r in runs[:5])
-            raise StoreError(f"run id prefix {run_id!r} is ambiguous: matches {ids}")
-        run, rid = runs[0], runs[0]["run_id"]
-        run["results"] = _fetch_dicts(
-            con, "SELECT * FROM results WHERE run_id = ? ORDER BY repeat", [rid]
-        )
-        run["rank_results"] = _fetch_dicts(
-            con, "SELECT * FROM rank_results WHERE run_id = ? ORDER BY repeat, rank", [rid]
-        )
-        return run
-
-    return _read(Path(db_path), query, timeout_s=8.0)
-
-
-def power_samples(db_path: str | Path, run_id: str) -> pd.DataFrame:
-    """The power time series of one run (exact id), ordered by repeat, rank, time."""
-    return read_frame(
-        db_path,
-        "SELECT * FROM power_samples WHERE run_id = ? ORDER BY repeat, rank, component, t_s",
-        [run_id],
-    )
-
-
-def unfinished_runs(db_path: str | Path) -> pd.DataFrame:
-    """Runs still marked 'running' (their launcher is writing, or was killed), oldest first."""
-    return read_frame(db_path, "SELECT * FROM runs WHERE status = 'running' ORDER BY started_at")
-
-
-EXPORT_FORMATS = ("csv", "json", "parquet")
-
-
-def export(db_path: str | Path, fmt: str, out: str | Path) -> list[Path]:
-    """Write runs joined with their results (one row per repeat; runs without results keep one
-    row of NULL results) to one file; ``out`` is a file path or an existing directory (then
-    ``greenbench.<fmt>`` inside it). ``energy_source``/``energy_measured`` are per repeat."""
-    if fmt not in EXPORT_FORMATS:
-        raise StoreError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
-    out = Path(out)
-    target = out / f"greenbench.{fmt}" if out.is_dir() else out
-    if not target.parent.is_dir():
-        raise StoreError(f"cannot export to {target}: directory {target.parent} does not exist")
-    sql = (
-        "SELECT ru.* EXCLUDE (energy_source, energy_measured), "
-        "COALESCE(re.energy_source, ru.energy_source) AS energy_source, "
-        "COALESCE(re.energy_measured, ru.energy_measured) AS energy_measured, "
-        "re.* EXCLUDE (run_id, energy_source, energy_measured) "
-        "FROM runs ru LEFT JOIN results re USING (run_id) "
-        "ORDER BY ru.started_at, ru.run_id, re.repeat"
-    )
-    # DuckDB's COPY writes doubles at full precision and JSON columns as nested JSON
-    options = {"csv": "FORMAT csv, HEADER", "json": "FORMAT json, ARRAY true"}
-    copy = f"COPY ({sql}) TO ? ({options.get(fmt, 'FORMAT parquet')})"
-    _read(Path(db_path), lambda con: con.execute(copy, [str(target)]), timeout_s=8.0)
-    return [target]
-
-
-def check_integrity(db_path: str | Path) -> list[str]:
-    """Problems found in a results database; an empty list means it is sound.
-
-    Reads every row of every table (DuckDB verifies block checksums on read), then checks the
-    references and states the launcher guarantees: results belong to stored runs, every `ok` run
-    has results, statuses are known and the schema version is this code's.
-    """
-
-    def query(con: duckdb.DuckDBPyConnection) -> list[str]:
-        problems = []
-        for table in ("runs", "results", "rank_results", "power_samples", "schema_version"):
-            con.execute(f"SELECT * FROM {table}").fetchall()
-        versions = [v for (v,) in con.execute("SELECT version FROM schema_version").fetchall()]
-        if max(versions, default=None) != SCHEMA_VERSION:
-            problems.append(f"schema version {versions} is not {SCHEMA_VERSION}")
-        for table in ("results", "rank_results", "power_samples"):
-            (n,) = con.execute(
-                f"SELECT count(*) FROM {table} t WHERE t.run_id NOT IN (SELECT run_id FROM runs)"
-            ).fetchone()
-            if n:
-                problems.append(f"{n} {table} row(s) belong to no run")
-        (n,) = con.execute(
-            "SELECT count(*) FROM runs WHERE status = 'ok' AND run_id NOT IN "
-            "(SELECT run_id FROM results)"
-        ).fetchone()
-        if n:
-            problems.append(f"{n} ok run(s) without results")
-        (n,) = con.execute(
-            "SELECT count(*) FROM runs WHERE status NOT IN ('running', 'ok', 'failed', "
-            "'interrupted')"
-        ).fetchone()
-        if n:
-            problems.append(f"{n} run(s) with an unknown status")
-        return problems
-
-    return _read(Path(db_path), query, timeout_s=8.0)

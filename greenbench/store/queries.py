@@ -1,0 +1,159 @@
+"""Read-only queries over the results database: listings, one run in full, power samples,
+unfinished runs, export and an integrity check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pandas as pd
+
+from greenbench.errors import StoreError
+from greenbench.store import writer
+from greenbench.store.connection import _fetch_dicts, _read, read_frame
+
+
+def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd.DataFrame:
+    """Runs, newest first, with ``n_repeats`` and the medians of tokens/s and J/token.
+
+    ``filters`` are ``column=value`` on ``runs`` columns (a list or tuple means IN, None means
+    IS NULL), e.g. ``list_runs(db, workload="fsdp-vs-odc", label=["main", "feature"])``.
+    """
+
+    def query(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+        columns = {r[0] for r in con.execute("DESCRIBE runs").fetchall()}
+        where, params = [], []
+        for col, value in filters.items():
+            if col not in columns:
+                raise StoreError(f"unknown runs column {col!r} to filter on")
+            if value is None:
+                where.append(f"ru.{col} IS NULL")
+            elif isinstance(value, (list, tuple, set)):
+                where.append(f"ru.{col} IN ({', '.join('?' * len(value))})")
+                params += list(value)
+            else:
+                where.append(f"ru.{col} = ?")
+                params.append(value)
+        sql = (
+            "SELECT ru.*, COALESCE(s.n_repeats, 0) AS n_repeats, s.tokens_per_s_median, "
+            "s.joules_per_token_median FROM runs ru LEFT JOIN (SELECT run_id, count(*) AS "
+            "n_repeats, median(tokens_per_s) AS tokens_per_s_median, median(joules_per_token) "
+            "AS joules_per_token_median FROM results GROUP BY run_id) s USING (run_id)"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY ru.started_at DESC, ru.run_id"
+            + (f" LIMIT {int(limit)}" if limit is not None else "")
+        )
+        return con.execute(sql, params).df()
+
+    return _read(Path(db_path), query, timeout_s=8.0)
+
+
+def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
+    """One run row (JSON columns parsed) with ``results`` and ``rank_results`` as lists of
+    dicts; ``run_id`` may be a unique prefix. Unknown or ambiguous → StoreError."""
+    if not run_id:
+        raise StoreError("get_run needs a run id (or a unique prefix of one)")
+
+    def query(con: duckdb.DuckDBPyConnection) -> dict[str, Any]:
+        runs = _fetch_dicts(
+            con, "SELECT * FROM runs WHERE starts_with(run_id, ?) ORDER BY run_id", [run_id]
+        )
+        exact = [r for r in runs if r["run_id"] == run_id]
+        if exact:
+            runs = exact
+        if not runs:
+            raise StoreError(f"no run {run_id!r} in {db_path}: `greenbench list runs` shows them")
+        if len(runs) > 1:
+            ids = ", ".join(r["run_id"] for r in runs[:5])
+            raise StoreError(f"run id prefix {run_id!r} is ambiguous: matches {ids}")
+        run, rid = runs[0], runs[0]["run_id"]
+        run["results"] = _fetch_dicts(
+            con, "SELECT * FROM results WHERE run_id = ? ORDER BY repeat", [rid]
+        )
+        run["rank_results"] = _fetch_dicts(
+            con, "SELECT * FROM rank_results WHERE run_id = ? ORDER BY repeat, rank", [rid]
+        )
+        return run
+
+    return _read(Path(db_path), query, timeout_s=8.0)
+
+
+def power_samples(db_path: str | Path, run_id: str) -> pd.DataFrame:
+    """The power time series of one run (exact id), ordered by repeat, rank, time."""
+    return read_frame(
+        db_path,
+        "SELECT * FROM power_samples WHERE run_id = ? ORDER BY repeat, rank, component, t_s",
+        [run_id],
+    )
+
+
+def unfinished_runs(db_path: str | Path) -> pd.DataFrame:
+    """Runs still marked 'running' (their launcher is writing, or was killed), oldest first."""
+    return read_frame(db_path, "SELECT * FROM runs WHERE status = 'running' ORDER BY started_at")
+
+
+EXPORT_FORMATS = ("csv", "json", "parquet")
+
+
+def export(db_path: str | Path, fmt: str, out: str | Path) -> list[Path]:
+    """Write runs joined with their results (one row per repeat; runs without results keep one
+    row of NULL results) to one file; ``out`` is a file path or an existing directory (then
+    ``greenbench.<fmt>`` inside it). ``energy_source``/``energy_measured`` are per repeat."""
+    if fmt not in EXPORT_FORMATS:
+        raise StoreError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
+    out = Path(out)
+    target = out / f"greenbench.{fmt}" if out.is_dir() else out
+    if not target.parent.is_dir():
+        raise StoreError(f"cannot export to {target}: directory {target.parent} does not exist")
+    sql = (
+        "SELECT ru.* EXCLUDE (energy_source, energy_measured), "
+        "COALESCE(re.energy_source, ru.energy_source) AS energy_source, "
+        "COALESCE(re.energy_measured, ru.energy_measured) AS energy_measured, "
+        "re.* EXCLUDE (run_id, energy_source, energy_measured) "
+        "FROM runs ru LEFT JOIN results re USING (run_id) "
+        "ORDER BY ru.started_at, ru.run_id, re.repeat"
+    )
+    # DuckDB's COPY writes doubles at full precision and JSON columns as nested JSON
+    options = {"csv": "FORMAT csv, HEADER", "json": "FORMAT json, ARRAY true"}
+    copy = f"COPY ({sql}) TO ? ({options.get(fmt, 'FORMAT parquet')})"
+    _read(Path(db_path), lambda con: con.execute(copy, [str(target)]), timeout_s=8.0)
+    return [target]
+
+
+def check_integrity(db_path: str | Path) -> list[str]:
+    """Problems found in a results database; an empty list means it is sound.
+
+    Reads every row of every table (DuckDB verifies block checksums on read), then checks the
+    references and states the launcher guarantees: results belong to stored runs, every `ok` run
+    has results, statuses are known and the schema version is this code's.
+    """
+
+    def query(con: duckdb.DuckDBPyConnection) -> list[str]:
+        problems = []
+        for table in ("runs", "results", "rank_results", "power_samples", "schema_version"):
+            con.execute(f"SELECT * FROM {table}").fetchall()
+        versions = [v for (v,) in con.execute("SELECT version FROM schema_version").fetchall()]
+        if max(versions, default=None) != writer.SCHEMA_VERSION:
+            problems.append(f"schema version {versions} is not {writer.SCHEMA_VERSION}")
+        for table in ("results", "rank_results", "power_samples"):
+            (n,) = con.execute(
+                f"SELECT count(*) FROM {table} t WHERE t.run_id NOT IN (SELECT run_id FROM runs)"
+            ).fetchone()
+            if n:
+                problems.append(f"{n} {table} row(s) belong to no run")
+        (n,) = con.execute(
+            "SELECT count(*) FROM runs WHERE status = 'ok' AND run_id NOT IN "
+            "(SELECT run_id FROM results)"
+        ).fetchone()
+        if n:
+            problems.append(f"{n} ok run(s) without results")
+        (n,) = con.execute(
+            "SELECT count(*) FROM runs WHERE status NOT IN ('running', 'ok', 'failed', "
+            "'interrupted')"
+        ).fetchone()
+        if n:
+            problems.append(f"{n} run(s) with an unknown status")
+        return problems
+
+    return _read(Path(db_path), query, timeout_s=8.0)
