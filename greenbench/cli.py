@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -108,6 +109,17 @@ def run(
         specs = expand_suite(load_suite(suite), cli, label=label)
     else:
         specs = expand(workload, [cli], label=label)
+    if (nnodes or 1) > 1 and not rdzv_endpoint:
+        raise SpecError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (torchrun's rendezvous)")
+    if (node_rank is None) != (rdzv_endpoint is None):
+        raise SpecError(
+            "multi-node runs need both --node-rank N and --rdzv-endpoint HOST:PORT "
+            "(under SLURM: --node-rank $SLURM_NODEID)"
+        )
+    if node_rank is not None and node_rank >= (nnodes or 1):
+        raise SpecError(f"--node-rank {node_rank} is not below --nnodes {nnodes or 1}")
+    if rdzv_endpoint and not re.fullmatch(r"[^\s:]+:\d+|\[[0-9a-fA-F:]+\]:\d+", rdzv_endpoint):
+        raise SpecError(f"--rdzv-endpoint must be HOST:PORT, got {rdzv_endpoint!r}")
     rdzv = {"endpoint": rdzv_endpoint, "node_rank": node_rank} if rdzv_endpoint else None
     summary = run_with_progress(specs, db or default_db(), rdzv=rdzv, resume=resume)
     if summary.failed:

@@ -59,9 +59,15 @@ def worker_command(
     ]
     rdzv = rdzv or {}
     if rdzv.get("endpoint"):
-        cmd += ["--rdzv-backend=c10d", f"--rdzv-endpoint={rdzv['endpoint']}"]
-        if rdzv.get("node_rank") is not None:
-            cmd.append(f"--node-rank={rdzv['node_rank']}")
+        # torchrun's static rendezvous: node N's ranks are N·nproc … (N+1)·nproc − 1, so global
+        # rank 0, which gathers every rank's results, is always on node 0, whose launcher writes
+        host, _, port = rdzv["endpoint"].rpartition(":")
+        cmd += [
+            "--rdzv-backend=static",
+            f"--master-addr={host}",
+            f"--master-port={port}",
+            f"--node-rank={rdzv['node_rank']}",
+        ]
     else:
         cmd.append("--standalone")
     return [*cmd, *worker]
@@ -100,6 +106,8 @@ def execute(spec: RunSpec, rdzv: dict[str, Any] | None = None) -> list[RankResul
         results = out / "results.json"
         if code == 0 and results.exists():
             return [RankResult.from_dict(d) for d in json.loads(results.read_text())]
+        if code == 0 and rdzv and rdzv.get("node_rank"):
+            return []  # another node: global rank 0 gathered these ranks' results on node 0
         raise WorkerFailed(first_error(out, code, log))
 
 

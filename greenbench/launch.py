@@ -168,6 +168,8 @@ def run_specs(
 
     emit = on_event or (lambda *_: None)
     specs = [resolve_device(sp) for sp in specs]
+    if rdzv and rdzv.get("node_rank"):
+        return follow_specs(specs, rdzv, emit)
     store = Store(db_path)  # validates the file before any run starts
     fingerprint = hardware.fingerprint()
     idle = IdlePower()
@@ -225,6 +227,33 @@ def run_specs(
             spec,
             {"run_id": run_id, "status": status, "error": error, "repeats": outcome.repeats},
         )
+    return summary
+
+
+def follow_specs(
+    specs: list[RunSpec],
+    rdzv: dict[str, Any],
+    emit: Callable[[str, RunSpec, dict[str, Any]], None],
+) -> RunSummary:
+    """A node other than node 0 of a multi-node run: start this node's ranks for every spec and
+    store nothing. Global rank 0 (on node 0) gathers every rank's results, and node 0's launcher
+    writes them, so the database has one writer however many nodes take part."""
+    summary = RunSummary()
+    for spec in specs:
+        emit("start", spec, {"run_id": f"node {rdzv['node_rank']}"})
+        status, error = "ok", None
+        try:
+            execute(spec, rdzv)
+        except KeyboardInterrupt:
+            emit("end", spec, {"run_id": "", "status": "interrupted"})
+            raise
+        except GreenbenchError as exc:
+            status, error = "failed", str(exc)
+        summary.run_ids.append("")
+        summary.statuses.append(status)
+        summary.names.append(spec.name)
+        summary.errors.append(error)
+        emit("end", spec, {"run_id": "", "status": status, "error": error, "repeats": []})
     return summary
 
 

@@ -1,0 +1,64 @@
+"""End to end: real runs into one database, then `greenbench compare` judges them.
+
+A tiny workload runs twice (labels ``base`` and ``same``) and a third time with a deliberate
+regression injected through configuration (``debug.slowdown_s``: extra compute in every step,
+so each token costs more time and more energy). ``compare`` must find no regression between the
+first two and exit 3 on the third, for joules/token and for tokens/s.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from greenbench.cli import main
+
+# 5 repeats a side: the smallest one-sided Mann-Whitney p is 1/C(10, 5) = 0.004 < α = 0.01.
+TINY = [
+    "--workload",
+    "transformer-vs-mamba",
+    *("--set", "model.family=transformer"),
+    *("--set", "data.seq_len=64"),
+    *("--set", "data.global_batch=2"),
+    *("--set", "data.micro_batch=2"),
+    *("--set", "train.warmup_steps=2"),
+    *("--set", "train.min_window_s=0.3"),
+    *("--set", "energy.idle_s=0.2"),
+    *("--repeats", "5"),
+]
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.mark.slow
+def test_compare_catches_an_injected_slowdown(tmp_path: Path):
+    db = str(tmp_path / "r.duckdb")
+    for label, extra in (
+        ("base", []),
+        ("same", []),
+        ("slow", ["--set", "debug.slowdown_s=0.05"]),
+    ):
+        result = invoke("run", *TINY, *extra, "--label", label, "--db", db)
+        assert result.exit_code == 0, result.output
+
+    same = invoke("compare", "--baseline", "base", "--candidate", "same", "--db", db)
+    assert same.exit_code == 0, same.output
+
+    slow = invoke(
+        "compare",
+        *("--baseline", "base", "--candidate", "slow"),
+        *("--metric", "joules_per_token", "--metric", "tokens_per_s"),
+        *("--format", "json", "--db", db),
+    )
+    assert slow.exit_code == 3, slow.output
+    verdicts = json.loads(slow.output)
+    rows = {row["metric"]: row for row in verdicts["rows"]}
+    assert rows["joules_per_token"]["status"] == "regression"
+    assert rows["tokens_per_s"]["status"] == "regression"
+    assert rows["joules_per_token"]["ratio"] > 1.05
+    assert rows["tokens_per_s"]["ratio"] < 0.95
