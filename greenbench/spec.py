@@ -65,7 +65,7 @@ NON_IDENTITY_PREFIXES = ("debug.",)
 CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "cpu", "cuda"),
     "precision": ("auto", "fp32", "bf16"),
-    "data.balance": ("same-count", "balanced-cost"),
+    "data.balance": ("same-count", "sampler", "balanced-cost"),
     "energy.source": ("auto", "nvml", "zeus", "rapl", "estimate"),
 }
 

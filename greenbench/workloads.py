@@ -51,7 +51,9 @@ WORKLOADS: dict[str, Workload] = {
                 "data.scale": 1.0 / 64.0,
                 "data.global_batch": 16,
                 "data.micro_batch": 1,
-                "data.balance": "same-count",
+                # what a plain DDP/FSDP script does: DistributedSampler's split, equal
+                # microbatch counts; "same-count" balances ranks' costs first (ODC's baseline)
+                "data.balance": "sampler",
             },
             sweep={"strategy": ["ddp", "fsdp"], "data.lengths": ["fixed", "longalign"]},
         ),

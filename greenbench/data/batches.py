@@ -114,7 +114,8 @@ def make_step_batches(
         global_batch: documents per optimizer step over all ranks.
         micro_batch: at most this many rows per microbatch.
         world_size: data-parallel ranks.
-        mode: "same-count" (equal microbatch counts: DDP/FSDP) or "balanced-cost" (ODC).
+        mode: "same-count" (equal microbatch counts, cost-balanced ranks), "sampler" (equal
+            counts, DistributedSampler's unbalanced split) or "balanced-cost" (ODC).
         cost_model: a COST_MODELS name, evaluated on the full-size length each document
             stands for (tokens / scale for post-training distributions), so that the plan is
             the one the ODC packer would make for the data being imitated.

@@ -10,6 +10,9 @@ Post-Training", arXiv 2601.19362):
   microbatches (the largest any rank needs), because collective-based data parallelism meets
   at every microbatch (FSDP) or at least needs matching step structure (DDP). Ranks' costs may
   differ; the fast ones wait.
+- ``sampler`` (what a plain DDP/FSDP training script does: ``DistributedSampler``'s split): rank
+  r takes documents r, r + W, r + 2W, … of the (randomly drawn) minibatch, with no balancing,
+  and ranks use the same number of microbatches. The imbalance is the luck of the draw.
 - ``balanced-cost`` (``DynamicDiffMicro``, what ODC needs): documents are split by cost with
   free counts (Karmarkar–Karp; the equal-count split is kept instead when it is better, as in
   the ODC repository), and each rank uses as few microbatches as it needs, so counts may
@@ -71,7 +74,7 @@ COST_MODELS: dict[str, CostModel] = {
     )
 }
 
-ASSIGN_MODES = ("same-count", "balanced-cost")
+ASSIGN_MODES = ("same-count", "sampler", "balanced-cost")
 
 
 def get_cost_model(name: str) -> CostModel:
@@ -141,7 +144,7 @@ def assign_to_ranks(
     Args:
         lengths: tokens of each document, each ≤ capacity.
         world_size: number of data-parallel ranks; at most the number of documents.
-        mode: "same-count" or "balanced-cost".
+        mode: "same-count", "sampler" or "balanced-cost".
         costs: cost of each document (e.g. ``COST_MODELS[name](tokens)``).
         capacity: tokens per packed row.
         rows_per_microbatch: at most this many rows per microbatch.
@@ -162,13 +165,15 @@ def assign_to_ranks(
         raise SpecError(f"{n} documents cannot be spread over {world_size} ranks (need >= 1 each)")
     if n and lens.max() > capacity:
         raise ValueError(f"a document of {lens.max()} tokens exceeds the row capacity {capacity}")
-    if mode == "same-count":
+    if mode in ("same-count", "sampler"):
         if n % world_size:
             raise SpecError(
-                f"same-count needs the documents per step ({n}) divisible by the ranks "
-                f"({world_size})"
+                f"{mode} needs the documents per step ({n}) divisible by the ranks ({world_size})"
             )
-        shares = karmarkar_karp(c, world_size, equal_size=True)
+        if mode == "sampler":
+            shares = [list(range(r, n, world_size)) for r in range(world_size)]
+        else:
+            shares = karmarkar_karp(c, world_size, equal_size=True)
         m = max(_min_microbatches(lens[s], capacity, rows_per_microbatch) for s in shares)
         while True:
             plans = [_split(s, m, lens, c, capacity, rows_per_microbatch) for s in shares]

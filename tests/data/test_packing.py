@@ -75,9 +75,13 @@ def test_assignment_is_a_valid_plan(mode: str, n: int, world: int, rows: int) ->
         )
         assert len(plans) == world
         _check_plans(plans, lens, 1024, rows)
-        if mode == "same-count":
+        if mode in ("same-count", "sampler"):
             assert len({len(p.microbatches) for p in plans}) == 1
             assert len({len(p.documents) for p in plans}) == 1
+        if mode == "sampler":  # DistributedSampler's interleaved split, untouched
+            assert [sorted(p.documents) for p in plans] == [
+                list(range(r, n, world)) for r in range(world)
+            ]
 
 
 def test_balanced_cost_spreads_less_than_same_count_on_longalign() -> None:
@@ -96,6 +100,8 @@ def test_balanced_cost_spreads_less_than_same_count_on_longalign() -> None:
     same, bal = np.array(spread["same-count"]), np.array(spread["balanced-cost"])
     assert (bal <= same + 1e-12).all()
     assert bal.mean() < 0.8 * same.mean()
+    # balancing equal counts by cost (ODC's baseline) beats the plain sampler's split
+    assert same.mean() < np.mean(spread["sampler"])
     # The estimated critical path: ODC (meet once) beats FSDP's per-microbatch lockstep.
     assert np.mean(critical["balanced-cost"]) < np.mean(critical["same-count"])
 
@@ -120,7 +126,7 @@ def test_step_cost_by_hand() -> None:
 def test_bad_requests() -> None:
     lens = np.array([10, 20, 30])
     kw = {"costs": lens.astype(float), "capacity": 64, "rows_per_microbatch": 1}
-    with pytest.raises(SpecError, match="same-count, balanced-cost"):
+    with pytest.raises(SpecError, match="same-count, sampler, balanced-cost"):
         assign_to_ranks(lens, 1, "round-robin", **kw)
     with pytest.raises(SpecError, match="divisible"):
         assign_to_ranks(lens, 2, "same-count", **kw)
