@@ -502,3 +502,31 @@ def test_export_errors(seeded_db: Path, tmp_path: Path) -> None:
         export(seeded_db, "xlsx", tmp_path)
     with pytest.raises(StoreError, match="does not exist"):
         export(seeded_db, "csv", tmp_path / "missing" / "x.csv")
+
+
+def test_a_meter_read_error_is_stored_as_unknown_energy_never_zero(tmp_path: Path) -> None:
+    """A window whose counter failed mid-run goes through aggregation into the database as
+    NULL energy with the meter's reason, while the run's other figures stay."""
+    from dataclasses import replace
+
+    from greenbench.metrics import aggregate_repeat
+
+    outcome = make_outcome()
+    broken = EnergyWindow("rapl", True, 2.0, None, None, None, None, (), "read error: EIO")
+    ranks = [replace(r, energy=broken) if r.energy else r for r in outcome.ranks if r.repeat == 0]
+    repeat = aggregate_repeat(
+        ranks, idle_power_w=9.5, peak_flops=1.1e11, n_devices=2, carbon_g_per_kwh=400.0
+    )
+    db = tmp_path / "r.duckdb"
+    store = Store(db)
+    store.begin_run(run_row("aaaaaaaaaaaa"))
+    store.finish_run("aaaaaaaaaaaa", replace(outcome, repeats=[repeat], ranks=ranks))
+    row = read_frame(
+        db,
+        "SELECT energy_j, energy_net_j, joules_per_token, co2_g, energy_note, tokens_per_s "
+        "FROM results",
+    ).iloc[0]
+    assert pd.isna(row.energy_j) and pd.isna(row.joules_per_token) and pd.isna(row.co2_g)
+    assert pd.isna(row.energy_net_j)
+    assert "read error: EIO" in row.energy_note and "energy unknown" in row.energy_note
+    assert row.tokens_per_s > 0
