@@ -41,7 +41,22 @@ def spec(**overrides):
 
 
 def descendants() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if p.is_running()]
+    """Live processes below this one, except those started before the current test (e.g.
+    multiprocessing's resource tracker, left by an earlier test in the same session)."""
+    return [
+        p
+        for p in psutil.Process().children(recursive=True)
+        if p.is_running() and p.pid not in _EARLIER
+    ]
+
+
+_EARLIER: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _earlier_children() -> None:
+    _EARLIER.clear()
+    _EARLIER.update(p.pid for p in psutil.Process().children(recursive=True))
 
 
 def runs(db: Path):
