@@ -15,7 +15,7 @@ Two kinds of distribution live in ``LENGTH_DISTRIBUTIONS``:
 
 The lognormal parameters are our fits, not published histograms: no token-length histogram or
 percentile table is published for either data set. They are derived in
-``/work/shared/reference/post-training-lengths.md`` from the LongAlign-10k dataset card and
+docs/data.md from the LongAlign-10k dataset card and
 paper (arXiv 2401.18058 §3.2–3.3: 10,000 rows of 8k–64k tokens, 655 MB for the long split) and
 from the SWE-smith repository's configs and issues #71, #85, #144 (rows of 7.95k–664k
 characters, training at max_seq_len 32,768); the SWE-smith fit is weakly anchored (±30 % on the

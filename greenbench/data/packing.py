@@ -27,8 +27,7 @@ microbatches of different ranks are of similar size.
 Cost models (``COST_MODELS``) give a document's cost from its length, with s = tokens / 32,000:
 cost = a·s² + b·s, the fits in the ODC repository (1.5B: a = 1.982122, b = 2.611821; 7B:
 a = 4.348357, b = 8.768377; its default is linear, cost = tokens). Units are the fits'
-own (relative compute time); only ratios matter. See
-/work/shared/reference/post-training-lengths.md.
+own (relative compute time); only ratios matter. See docs/data.md.
 """
 
 from __future__ import annotations

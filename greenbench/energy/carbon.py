@@ -2,7 +2,7 @@
 
 Regions:
 - an ISO-3 country code ("FRA", "USA", …): ``data/private_infra/global_energy_mix.json``,
-  2023 figures from Our World in Data (see /work/shared/reference/carbon.md);
+  2023 figures from Our World in Data;
 - a cloud region "provider:region" ("gcp:us-central1"): ``data/cloud/impact.csv``;
 - "world": ``carbon_intensity_per_source.json`` ``world_average`` (IEA 2019), the value CodeCarbon
   uses when a country is missing.

@@ -1,6 +1,6 @@
 """GPU energy from NVML: the total-energy counter where it exists, else integrated power polling.
 
-Facts used (see /work/shared/reference/nvml.md, NVML API reference, ml-energy/zeus
+Facts used (NVML API reference; ml-energy/zeus
 ``zeus/device/gpu/nvidia.py``):
 - ``nvmlDeviceGetTotalEnergyConsumption`` gives millijoules since the driver loaded, on Volta
   and newer (``nvmlDeviceGetArchitecture >= NVML_DEVICE_ARCH_VOLTA``). It advances in steps of

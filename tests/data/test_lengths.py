@@ -49,7 +49,7 @@ def test_fixed_and_uniform_are_relative_to_seq_len() -> None:
 def test_post_training_fits_match_the_reference_percentiles(
     name: str, low: int, high: int, p50: float, p90: float
 ) -> None:
-    # Percentiles from /work/shared/reference/post-training-lengths.md (derived fits).
+    # Percentiles of our derived fits (docs/data.md).
     full = sample_lengths(name, 40_000, _rng(2), seq_len=NO_CAP, scale=1.0)
     assert full.min() >= low and full.max() <= high
     assert np.median(full) == pytest.approx(p50, rel=0.02)
