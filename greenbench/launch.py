@@ -270,10 +270,15 @@ def finished_configs(db_path: Path) -> set[tuple[str, str | None]]:
     }
 
 
-def install_sigterm_as_interrupt() -> None:
-    """Make SIGTERM behave like Ctrl-C so the current run is marked interrupted."""
+def install_interrupt_handlers() -> None:
+    """SIGINT and SIGTERM both raise KeyboardInterrupt, so the current run is marked interrupted.
+
+    SIGINT is set explicitly: a process started in the background by a non-interactive shell
+    (``cmd &`` in a script, many CI runners) inherits SIGINT *ignored*, and Python then leaves it
+    ignored, so ``kill -INT`` would do nothing."""
 
     def handler(signum: int, frame: object) -> None:
         raise KeyboardInterrupt
 
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, handler)

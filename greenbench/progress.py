@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from greenbench.launch import RunSummary, install_sigterm_as_interrupt, run_specs
+from greenbench.launch import RunSummary, install_interrupt_handlers, run_specs
 from greenbench.spec import RunSpec
 
 
@@ -18,7 +18,7 @@ def run_with_progress(
 ) -> RunSummary:
     """Run specs with a progress bar; print one line per finished run and a summary."""
     console = Console(stderr=True)
-    install_sigterm_as_interrupt()
+    install_interrupt_handlers()
     rows: list[tuple[str, str, Any]] = []
     with Progress(
         TextColumn("[bold]{task.description}"),

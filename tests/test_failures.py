@@ -163,8 +163,27 @@ def write_suite(path: Path, *, hang_second: bool) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+def _as_a_background_job() -> None:
+    # what `greenbench run ... &` in a script (and many CI runners) gives the launcher:
+    # SIGINT inherited as ignored; greenbench must still stop on it
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+_LAUNCHED: list[subprocess.Popen] = []
+
+
+@pytest.fixture(autouse=True)
+def _no_launcher_survives_its_test():
+    yield
+    while _LAUNCHED:
+        proc = _LAUNCHED.pop()
+        if proc.poll() is None:  # the test failed before it ended: do not leak into the next
+            proc.kill()
+            proc.communicate()
+
+
 def launch(suite: Path, db: Path, *extra: str) -> subprocess.Popen:
-    return subprocess.Popen(
+    proc = subprocess.Popen(
         [
             sys.executable,
             "-m",
@@ -180,4 +199,7 @@ def launch(suite: Path, db: Path, *extra: str) -> subprocess.Popen:
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=_as_a_background_job,
     )
+    _LAUNCHED.append(proc)
+    return proc
