@@ -151,7 +151,8 @@ def first_error(out: Path, code: int, log: Path) -> str:
     exits = [(int(rank), int(exit_code)) for rank, exit_code in _TORCHRUN_FAILURE.findall(text)]
     for rank, exit_code in exits:
         if exit_code < 0 and -exit_code != signal.SIGTERM:
-            return f"rank {rank}: killed by {signal_name(-exit_code)}" + oom_hint(-exit_code)
+            why = oom_hint(-exit_code) or native_reason(text)
+            return f"rank {rank}: killed by {signal_name(-exit_code)}" + why
     errors = []
     for f in out.glob("error-rank*.json"):
         try:
@@ -167,6 +168,16 @@ def first_error(out: Path, code: int, log: Path) -> str:
         return f"rank {rank}: exited with code {exit_code}"
     tail = " | ".join(text.strip().splitlines()[-3:])
     return f"worker exited with code {code}: {tail}"
+
+
+_NATIVE_ERROR = re.compile(r"(terminate called.*|what\(\):.*|.*(?:Error|Exception):.*)")
+
+
+def native_reason(text: str) -> str:
+    """The last native error line a rank printed before it aborted (a C++ exception's what()),
+    as ": …", or "" when there is none."""
+    lines = [m.group(0).strip() for m in _NATIVE_ERROR.finditer(text)]
+    return f": {lines[-1][:300]}" if lines else ""
 
 
 def oom_hint(sig: int) -> str:

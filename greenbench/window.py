@@ -7,6 +7,7 @@ against the training step it accompanies.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -53,3 +54,23 @@ class WindowTally:
     @property
     def mean_loss(self) -> float:
         return self.loss_sum / max(self.tokens, 1)
+
+
+def split_blocked(per_rank: list[list[float]]) -> list[tuple[float, float]]:
+    """Split each rank's time blocked in collectives into (transfer, waiting) seconds.
+
+    ``per_rank[r][i]`` is how long rank r was blocked in its i-th collective; every rank issues
+    the same collectives in the same order. The last rank to arrive at a collective waits for
+    no one, so the shortest of the ranks' times is the transfer and what each rank spent beyond
+    it is waiting for the others. If the ranks' sequences differ in length (they should not),
+    every second counts as transfer: waiting is never invented.
+    """
+    if not per_rank:
+        return []
+    if len({len(times) for times in per_rank}) != 1:
+        return [(math.fsum(times), 0.0) for times in per_rank]
+    floors = [min(call) for call in zip(*per_rank, strict=True)]
+    return [
+        (math.fsum(floors), math.fsum(t - f for t, f in zip(times, floors, strict=True)))
+        for times in per_rank
+    ]

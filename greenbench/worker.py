@@ -30,7 +30,7 @@ from greenbench.results import RankResult
 from greenbench.spec import RunSpec
 from greenbench.strategies import STRATEGIES, DistContext
 from greenbench.strategies.base import synchronize
-from greenbench.window import WindowTally, batch_flops
+from greenbench.window import WindowTally, batch_flops, split_blocked
 
 
 def dist_context(device: str, precision: str) -> DistContext:
@@ -126,6 +126,7 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
         for repeat in range(s["repeats"]):
             batches = [batch_for(step + i) for i in range(n_steps)]
             step += n_steps
+            strategy.take_collective_times()  # drop what warm-up and earlier windows timed
             reset_peak_memory(ctx.device)
             tally = WindowTally()
             synchronize(ctx.device)
@@ -142,6 +143,7 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
             synchronize(ctx.device)
             seconds = time.perf_counter() - window_start
             window = meter.end()
+            split_collective_time(tally, strategy.take_collective_times(), ctx)
             if window is not None and seconds < s["train.min_window_s"]:
                 window = flag_short(window, seconds, s["train.min_window_s"])
             results.append(
@@ -204,6 +206,20 @@ def inject_faults(s: dict, rank: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if s["debug.oom_rank"] == rank:
         torch.empty(1 << 46, dtype=torch.uint8)  # 64 TiB: the allocator refuses, as in a real OOM
+
+
+def split_collective_time(tally: WindowTally, blocked: list[float], ctx: DistContext) -> None:
+    """Move the waiting hidden in this window's collectives from comm_s to wait_s (after the
+    window closed: exchanging the ranks' timings is not part of what is measured)."""
+    if not ctx.distributed:
+        return
+    import torch.distributed as dist
+
+    per_rank: list = [None] * ctx.world_size
+    dist.all_gather_object(per_rank, blocked)
+    transfer, waiting = split_blocked(per_rank)[ctx.rank]
+    tally.comm_s += transfer - math.fsum(blocked)  # comm_s held the whole blocked time
+    tally.wait_s += waiting
 
 
 def burn(seconds: float, device: torch.device) -> float:

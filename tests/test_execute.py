@@ -58,3 +58,15 @@ def test_a_killed_single_rank_worker_and_an_unexplained_exit(tmp_path):
     assert first_error(tmp_path, -9, log).startswith("rank 0: killed by SIGKILL")
     assert first_error(tmp_path, 7, log) == "worker exited with code 7: line one | line two"
     assert failed_rank_of("worker exited with code 7") is None
+
+
+def test_an_aborted_rank_carries_its_native_error_line(tmp_path):
+    log = tmp_path / "worker.log"
+    summary = TORCHRUN_SUMMARY.replace("exitcode  : -9", "exitcode  : -6")
+    log.write_text(
+        "terminate called after throwing an instance of 'gloo::IoException'\n"
+        "  what():  [gloo/transport/tcp/pair.cc:598] Connection closed by peer\n" + summary
+    )
+    message = first_error(tmp_path, 1, log)
+    assert message.startswith("rank 1: killed by SIGABRT: what():")
+    assert "Connection closed by peer" in message

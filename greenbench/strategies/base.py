@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import inspect
+import math
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
@@ -66,6 +67,15 @@ class Strategy(ABC):
 
     def __init__(self, ctx: DistContext) -> None:
         self.ctx = ctx
+        #: seconds this rank spent blocked in each timed collective, in issue order (strategies
+        #: whose collectives are synchronous here append to it; see `take_collective_times`)
+        self.collective_s: list[float] = []
+
+    def take_collective_times(self) -> list[float]:
+        """The timed collectives since the last call, in order; the list starts anew."""
+        out = list(self.collective_s)
+        self.collective_s.clear()  # in place: timed collectives hold a reference to this list
+        return out
 
     @classmethod
     def validate(cls, spec: RunSpec) -> None:
@@ -97,6 +107,7 @@ class Strategy(ABC):
         """One optimizer step over this rank's microbatches; returns (summed loss, times)."""
         times = StepTimes()
         device = self.ctx.device
+        timed_before = len(self.collective_s)
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         scale = self.loss_scale(batch.global_tokens)
@@ -114,6 +125,8 @@ class Strategy(ABC):
         optimizer.step()
         synchronize(device)
         total = time.perf_counter() - start
+        # time blocked in collectives, split into transfer and waiting after the window
+        times.comm_s = math.fsum(self.collective_s[timed_before:])
         times.compute_s = total - times.wait_s - times.comm_s
         return float(loss_sum), times
 
