@@ -5,38 +5,55 @@ transformers' pure-PyTorch fallback (`modeling_mamba.mamba_selective_scan`) mate
 discretised A and B·u for the whole sequence, then steps through time with a Python loop whose
 every step adds autograd nodes. On 2 CPU cores a tiny Mamba then trains ~80x slower than the
 Transformer of the same size, which would turn a Transformer-vs-Mamba energy comparison into a
-comparison of code paths. This module computes the same function, to float32 rounding, ~20x
-faster than that fallback (tiny preset, batch 2 × 256; see `benchmarks/model_step.py` for the
-comparison with the Transformer).
+comparison of code paths.
 
 The recurrence, per batch b, channel d and state n (A is (D, N); B, C are (N,) per batch and step):
 
     h_t = exp(Δ_t A) ⊙ h_{t-1} + Δ_t u_t B_t        y_t = Σ_n C_t[n] h_t[·, n]
 
-How it is made fast without changing what is computed (on CPU the cost is passes over the
-B·T·N·D state numbers, so the design minimises those):
+Two implementations compute it, with the same saved states and the same backward:
 
-* Time-major layout, states as (batch, N, D) with D innermost: each step's operands are contiguous
-  and every reduction over N runs vectorised across D.
-* The recurrence is stepped exactly, a few fused ops per step on a working set of (batch, N, D)
-  tensors that stays in cache. Variants that build a chunk of steps in bulk measured slower (their
-  buffers fall out of cache), and a closed form with ``exp(±cumsum(ΔA))`` needs more passes still
-  and overflows float32 once Δ·A accumulates past ~88 within a chunk; stepping has neither issue.
-* No autograd graph inside the scan. Forward keeps only its inputs and the state at the start of
-  every ``chunk_size`` steps. Backward walks chunks in reverse: it replays one chunk's states from
-  its saved start, then runs the adjoint recurrence ``g_t = C_t gy_t + exp(Δ_{t+1} A) ⊙ g_{t+1}``
-  backwards through it, forming every input gradient on the way. Extra memory is
-  ``T / chunk_size`` states, i.e. ``N / chunk_size`` times the size of ``u``.
+* On CPU, a C kernel (`scan_kernel.c`, built at first use and loaded by
+  `greenbench.models.scan_native`, which also says how to force either path). One call per
+  direction, OpenMP over (batch, block of channels), each block's N states in L1 and the
+  channel loops vectorised. It exists because the torch version below spends its time in
+  operator dispatch (~20 ops per step, ~9 µs each), not arithmetic. Measured on the 2-core
+  reference machine, one layer of the ``tiny`` preset at batch 8 × 1024 (D 512, N 16), forward
+  + backward: ~0.2 s with the torch steps, ~0.04-0.06 s with the kernel; the whole Mamba training
+  step went from ~2.1x to ~1.05-1.2x the Transformer's (``benchmarks/step_time.py``). Results
+  match the torch version to float32 rounding (its exp is a polynomial accurate to ~1 ulp, and
+  its sums run in a different order).
+* Elsewhere (CUDA tensors, or when the kernel cannot be built: then one warning is logged), the
+  torch stepping implementation below, kept as the reference and fallback. It is exact by
+  construction and ~20x faster than transformers' fallback; how it is made fast without
+  changing what is computed (the cost is passes over the B·T·N·D state numbers):
 
-Per-step Python overhead is fixed, so the scan is relatively slower at small batch × width. The
-Mamba mixer around it (projections, causal conv, Δ softplus, D skip, z gate) stays in ordinary
-autograd (fusing those into the hand-written backward measured no faster); see
+  - Time-major layout, states as (batch, N, D) with D innermost: each step's operands are
+    contiguous and every reduction over N runs vectorised across D.
+  - The recurrence is stepped exactly, a few fused ops per step on a working set of (batch, N, D)
+    tensors that stays in cache. Variants that build a chunk of steps in bulk measured slower
+    (their buffers fall out of cache), and a closed form with ``exp(±cumsum(ΔA))`` needs more
+    passes still and overflows float32 once Δ·A accumulates past ~88 within a chunk; stepping
+    has neither issue (nor has the kernel, which steps too).
+
+No autograd graph inside the scan, on either path. Forward keeps only its inputs and the state at
+the start of every ``chunk_size`` steps. Backward walks chunks in reverse: it replays one chunk's
+states from its saved start, then runs the adjoint recurrence
+``g_t = C_t gy_t + exp(Δ_{t+1} A) ⊙ g_{t+1}`` backwards through it, forming every input gradient
+on the way. Extra memory is ``T / chunk_size`` states, i.e. ``N / chunk_size`` times the size of
+``u``.
+
+The torch path's per-step Python overhead is fixed, so it is relatively slower at small batch ×
+width. The Mamba mixer around the scan (projections, causal conv, Δ softplus, D skip, z gate)
+stays in ordinary autograd (fusing those into the hand-written backward measured no faster); see
 `greenbench.models.mamba`.
 """
 
 from __future__ import annotations
 
 import torch
+
+from greenbench.models.scan_native import native_kernel
 
 DEFAULT_CHUNK_SIZE = 32
 
@@ -61,14 +78,17 @@ def selective_scan(
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
     f32 = torch.float32
+    # CPU scans (of non-empty inputs) go to the C kernel when it is available
+    kernel = native_kernel() if u.device.type == "cpu" and u.numel() and A.numel() else None
     with torch.autocast(u.device.type, enabled=False):  # the scan always runs in float32
         y = _SelectiveScan.apply(
             u.to(f32).contiguous(),
             delta.to(f32).contiguous(),
-            A.to(f32),
+            A.to(f32).contiguous(),
             B.to(f32).contiguous(),
             C.to(f32).contiguous(),
             chunk_size,
+            kernel,
         )
     return y.to(u.dtype)
 
@@ -80,21 +100,31 @@ def _steps(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, ...]:
 
 
 class _SelectiveScan(torch.autograd.Function):
+    """The scan with its hand-written backward; ``kernel`` is the native kernel (CPU) or None
+    for the torch stepping implementation. Both save the same states (see module doc)."""
+
     @staticmethod
-    def forward(ctx, u, delta, A, B, C, chunk_size):  # type: ignore[override]
-        y, starts = _scan_states(u, delta, A, B, C, chunk_size)
+    def forward(ctx, u, delta, A, B, C, chunk_size, kernel):  # type: ignore[override]
+        if kernel is None:
+            y, starts = _scan_states(u, delta, A, B, C, chunk_size)
+        else:
+            y, starts = kernel.forward(u, delta, A, B, C, chunk_size)
         ctx.save_for_backward(u, delta, A, B, C, starts)
         ctx.chunk_size = chunk_size
+        ctx.kernel = kernel
         return y
 
     @staticmethod
     def backward(ctx, gy):  # type: ignore[override]
         u, delta, A, B, C, starts = ctx.saved_tensors
         with torch.autocast(gy.device.type, enabled=False):
+            if ctx.kernel is not None:
+                grads = ctx.kernel.backward(u, delta, A, B, C, starts, gy.float(), ctx.chunk_size)
+                return (*grads, None, None)
             S, gdA, gA, gB, gC = _scan_grads(u, delta, A, B, C, starts, gy.float(), ctx.chunk_size)
             gu = delta * S
             gdelta = gdA.addcmul_(u, S)
-        return gu, gdelta, gA, gB, gC, None
+        return gu, gdelta, gA, gB, gC, None, None
 
 
 def _scan_states(
