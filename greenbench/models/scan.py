@@ -18,11 +18,11 @@ Two implementations compute it, with the same saved states and the same backward
   direction, OpenMP over (batch, block of channels), each block's N states in L1 and the
   channel loops vectorised. It exists because the torch version below spends its time in
   operator dispatch (~20 ops per step, ~9 µs each), not arithmetic. Measured on the 2-core
-  reference machine, one layer of the ``tiny`` preset at batch 8 × 1024 (D 512, N 16), forward
-  + backward: ~0.2 s with the torch steps, ~0.04-0.06 s with the kernel; the whole Mamba training
-  step went from ~2.1x to ~1.05-1.2x the Transformer's (``benchmarks/step_time.py``). Results
-  match the torch version to float32 rounding (its exp is a polynomial accurate to ~1 ulp, and
-  its sums run in a different order).
+  reference machine (2 threads), one layer of the ``tiny`` preset at batch 8 × 1024 (D 512,
+  N 16), forward + backward through `selective_scan`: ~0.2 s with the torch steps, ~0.04 s with
+  the kernel (~0.012 s forward); the Mamba training step went from ~2.1x to ~1.1x the
+  Transformer's (``benchmarks/step_time.py``). Results match the torch version to float32
+  rounding (the kernel's exp is a polynomial within 1.3 ulp, and its sums run in another order).
 * Elsewhere (CUDA tensors, or when the kernel cannot be built: then one warning is logged), the
   torch stepping implementation below, kept as the reference and fallback. It is exact by
   construction and ~20x faster than transformers' fallback; how it is made fast without
