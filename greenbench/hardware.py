@@ -233,13 +233,21 @@ def _git(*args: str) -> str | None:
     return out.strip()
 
 
+def _mamba_cpu_scan() -> str:
+    """Which selective scan Mamba uses on this machine's CPU: "native" (the C kernel) or
+    "torch" (the stepping fallback, several times slower), so results say which they timed."""
+    from greenbench.models.scan_native import scan_backend
+
+    return scan_backend()
+
+
 def fingerprint() -> dict[str, Any]:
     """This machine and software, stored with every run so results can be re-analysed.
 
     Keys match ``runs`` columns: ``host``, ``git_sha`` (of the repository in the current
     directory, None outside one), ``hardware`` (os, cpu_model, logical_cores, memory_bytes,
     gpus, gpu_driver) and ``versions`` (python, torch, cuda, transformers, duckdb,
-    greenbench, git_dirty).
+    greenbench, git_dirty, mamba_cpu_scan).
     """
     from greenbench import __version__
 
@@ -265,5 +273,6 @@ def fingerprint() -> dict[str, Any]:
             "duckdb": _version("duckdb"),
             "greenbench": __version__,
             "git_dirty": bool(status) if status is not None else None,
+            "mamba_cpu_scan": _mamba_cpu_scan(),
         },
     }
