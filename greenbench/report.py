@@ -236,6 +236,24 @@ def _workload_section(workload: str, g: pd.DataFrame, out_dir: Path) -> list[str
         fastest = g.loc[g["tokens_per_s"].idxmax()]
         tps = _g(fastest["tokens_per_s"])
         lines.append(f"- Fastest: `{fastest['config_name']}` ({tps} tokens/s)")
+    return lines + _waiting_table(g)
+
+
+def _waiting_table(g: pd.DataFrame) -> list[str]:
+    """How much of the ranks' time went to waiting for each other (multi-device rows only)."""
+    multi = g[(g["devices"] > 1) & g["wait_fraction"].notna()]
+    if multi.empty:
+        return []
+    lines = [
+        "",
+        "Waiting for other ranks (share of rank-time; load imbalance shows here):",
+        "",
+        "| configuration | wait fraction (median [95% CI]) |",
+        "|---|---|",
+    ]
+    for r in multi.itertuples():
+        ci = f"[{r.wait_fraction_ci_low:.3f}, {r.wait_fraction_ci_high:.3f}]"
+        lines.append(f"| {r.config_name} | {r.wait_fraction:.3f} {ci} |")
     return lines
 
 

@@ -147,3 +147,15 @@ def test_report_on_the_seeded_database(seeded_db: Path, tmp_path: Path) -> None:
     assert "workload-data-parallel.png" in links and "pareto.png" in links
     assert all((out / link).read_bytes()[:8] == PNG_MAGIC for link in links)
     assert "measured (rapl)" in text and "estimate" in text
+
+
+def test_multi_rank_configurations_report_their_waiting(seeded_db: Path, tmp_path: Path) -> None:
+    text = write_report(seeded_db, tmp_path / "w", title="w").read_text()
+    section = text.split("## Workload `data-parallel`")[1].split("## ")[0]
+    rows = [line for line in section.splitlines() if line.startswith("| transformer")]
+    assert "Waiting for other ranks" in section and len(rows) == 2  # ddp×2 and fsdp×2
+    for row in rows:
+        fraction = float(row.split("|")[2].split()[0])
+        assert 0 < fraction < 1  # seeded: rank 1 waits 25 % of its window
+    single = text.split("## Workload `transformer-vs-mamba`")[1]
+    assert "Waiting for other ranks" not in single
