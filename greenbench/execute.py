@@ -162,7 +162,8 @@ def first_error(out: Path, code: int, log: Path) -> str:
     if errors:
         first = min(errors, key=lambda e: e["time"])
         return f"rank {first['rank']}: {first['error']}"
-    for rank, exit_code in exits:
+    if exits:  # only torchrun's SIGTERMs of the survivors, or plain exit codes
+        rank, exit_code = exits[0]
         if exit_code < 0:
             return f"rank {rank}: killed by {signal_name(-exit_code)}"
         return f"rank {rank}: exited with code {exit_code}"

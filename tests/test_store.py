@@ -17,6 +17,7 @@ from greenbench.errors import StoreError
 from greenbench.results import RankResult, RepeatResult, RunOutcome
 from greenbench.store import (
     Store,
+    check_integrity,
     config_key,
     export,
     get_run,
@@ -530,3 +531,22 @@ def test_a_meter_read_error_is_stored_as_unknown_energy_never_zero(tmp_path: Pat
     assert pd.isna(row.energy_net_j)
     assert "read error: EIO" in row.energy_note and "energy unknown" in row.energy_note
     assert row.tokens_per_s > 0
+
+
+def test_check_integrity_names_what_is_wrong(tmp_path: Path) -> None:
+    db = tmp_path / "r.duckdb"
+    store = Store(db)
+    for run_id in ("aaaaaaaaaaaa", "bbbbbbbbbbbb", "cccccccccccc"):
+        store.begin_run(run_row(run_id))
+    store.finish_run("aaaaaaaaaaaa", make_outcome())
+    assert check_integrity(db) == []
+    con = duckdb.connect(str(db))
+    con.execute("DELETE FROM runs WHERE run_id = 'aaaaaaaaaaaa'")  # its results are orphans
+    con.execute("UPDATE runs SET status = 'ok' WHERE run_id = 'bbbbbbbbbbbb'")  # no results
+    con.execute("UPDATE runs SET status = 'weird' WHERE run_id = 'cccccccccccc'")
+    con.close()
+    problems = check_integrity(db)
+    assert "2 results row(s) belong to no run" in problems
+    assert any(p.endswith("rank_results row(s) belong to no run") for p in problems)
+    assert "1 ok run(s) without results" in problems
+    assert "1 run(s) with an unknown status" in problems

@@ -136,24 +136,29 @@ def check_integrity(db_path: str | Path) -> list[str]:
         versions = [v for (v,) in con.execute("SELECT version FROM schema_version").fetchall()]
         if max(versions, default=None) != writer.SCHEMA_VERSION:
             problems.append(f"schema version {versions} is not {writer.SCHEMA_VERSION}")
-        for table in ("results", "rank_results", "power_samples"):
-            (n,) = con.execute(
-                f"SELECT count(*) FROM {table} t WHERE t.run_id NOT IN (SELECT run_id FROM runs)"
-            ).fetchone()
+        statuses = ", ".join(f"'{status}'" for status in writer.RUN_STATUSES)
+        checks = [
+            (
+                f"SELECT count(*) FROM {table} t WHERE t.run_id NOT IN (SELECT run_id FROM runs)",
+                f"{table} row(s) belong to no run",
+            )
+            for table in ("results", "rank_results", "power_samples")
+        ]
+        checks += [
+            (
+                "SELECT count(*) FROM runs WHERE status = 'ok' AND run_id NOT IN "
+                "(SELECT run_id FROM results)",
+                "ok run(s) without results",
+            ),
+            (
+                f"SELECT count(*) FROM runs WHERE status NOT IN ({statuses})",
+                "run(s) with an unknown status",
+            ),
+        ]
+        for sql, what in checks:
+            (n,) = con.execute(sql).fetchone()
             if n:
-                problems.append(f"{n} {table} row(s) belong to no run")
-        (n,) = con.execute(
-            "SELECT count(*) FROM runs WHERE status = 'ok' AND run_id NOT IN "
-            "(SELECT run_id FROM results)"
-        ).fetchone()
-        if n:
-            problems.append(f"{n} ok run(s) without results")
-        (n,) = con.execute(
-            "SELECT count(*) FROM runs WHERE status NOT IN ('running', 'ok', 'failed', "
-            "'interrupted')"
-        ).fetchone()
-        if n:
-            problems.append(f"{n} run(s) with an unknown status")
+                problems.append(f"{n} {what}")
         return problems
 
     return _read(Path(db_path), query, timeout_s=8.0)
