@@ -41,4 +41,20 @@ class StoreError(GreenbenchError):
 
 
 class WorkerFailed(GreenbenchError):
-    """A rank raised, was killed or timed out."""
+    """A rank raised, was killed or timed out.
+
+    ``rank`` is the failing rank when known, ``tail`` its last lines of output, and
+    ``log_dir`` where the configuration's worker logs were kept."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        rank: int | None = None,
+        tail: str | None = None,
+        log_dir: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.tail = tail
+        self.log_dir = log_dir

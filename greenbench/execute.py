@@ -13,10 +13,12 @@ import ctypes
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -56,6 +58,9 @@ def worker_command(
         "torch.distributed.run",
         f"--nproc-per-node={s['nproc']}",
         f"--nnodes={s['nnodes']}",
+        # each rank's output also goes to a file of its own, so a failure names its lines
+        f"--log-dir={out_dir / RANK_LOGS}",
+        "--tee=3",
     ]
     rdzv = rdzv or {}
     if rdzv.get("endpoint"):
@@ -73,8 +78,32 @@ def worker_command(
     return [*cmd, *worker]
 
 
-def execute(spec: RunSpec, rdzv: dict[str, Any] | None = None) -> list[RankResult]:
-    """Run every rank of ``spec``; return their results or raise WorkerFailed (rank and why)."""
+RANK_LOGS = "ranks"  # torchrun's --log-dir inside a configuration's working folder
+TAIL_LINES = 20
+
+
+@dataclass(slots=True)
+class Execution:
+    """What a configuration's ranks returned, with what went wrong after they had (warnings:
+    e.g. a rank that crashed at exit once the results were written), and where its worker logs
+    were kept when there was something to see."""
+
+    ranks: list[RankResult]
+    warnings: list[str] = field(default_factory=list)
+    log_dir: str | None = None
+
+
+def execute(
+    spec: RunSpec, rdzv: dict[str, Any] | None = None, *, keep_logs: Path | None = None
+) -> Execution:
+    """Run every rank of ``spec``; return their results or raise WorkerFailed (rank and why).
+
+    A result already gathered survives anything that happens to the ranks afterwards: if
+    ``results.json`` exists, the ranks finished measuring and rank 0 wrote it, so it is
+    returned with a warning naming the rank that failed at exit. When a configuration fails
+    or warns, its worker logs (torchrun's output, each rank's own output, error reports) are
+    copied to ``keep_logs`` before the temporary folder goes.
+    """
     timeout_s = spec.settings["timeout_s"]
     with tempfile.TemporaryDirectory(prefix="greenbench-") as tmp:
         out = Path(tmp)
@@ -83,6 +112,7 @@ def execute(spec: RunSpec, rdzv: dict[str, Any] | None = None) -> list[RankResul
         env = dict(os.environ)
         env["OMP_NUM_THREADS"] = str(threads_per_rank(spec.settings["nproc"]))
         env["PYTHONUNBUFFERED"] = "1"
+        env["PYTHONFAULTHANDLER"] = "1"  # a native crash prints every thread's Python stack
         log = out / "worker.log"
         with log.open("wb") as log_f:
             proc = subprocess.Popen(
@@ -98,17 +128,80 @@ def execute(spec: RunSpec, rdzv: dict[str, Any] | None = None) -> list[RankResul
                 code = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 kill_group(proc)
-                raise WorkerFailed(f"timed out after {timeout_s:g} s (timeout_s)") from None
+                raise WorkerFailed(
+                    f"timed out after {timeout_s:g} s (timeout_s)",
+                    tail=tail_of(log),
+                    log_dir=keep(out, keep_logs),
+                ) from None
             except BaseException:
                 kill_group(proc)
                 raise
             kill_group(proc)  # a rank torchrun left behind, if any
         results = out / "results.json"
-        if code == 0 and results.exists():
-            return [RankResult.from_dict(d) for d in json.loads(results.read_text())]
+        if results.exists():
+            ranks = [RankResult.from_dict(d) for d in json.loads(results.read_text())]
+            if code == 0:
+                return Execution(ranks)
+            why = first_error(out, code, log)
+            warning = f"{why} (after the results were gathered; they are kept)"
+            return Execution(ranks, [warning], keep(out, keep_logs))
         if code == 0 and rdzv and rdzv.get("node_rank"):
-            return []  # another node: global rank 0 gathered these ranks' results on node 0
-        raise WorkerFailed(first_error(out, code, log))
+            return Execution([])  # another node: global rank 0 gathered these ranks' results
+        message = first_error(out, code, log)
+        rank = failed_rank_of(message)
+        raise WorkerFailed(
+            message,
+            rank=rank,
+            tail=tail_of(rank_log(out, rank) or log),
+            log_dir=keep(out, keep_logs),
+        )
+
+
+def keep(out: Path, dest: Path | None) -> str | None:
+    """Copy a configuration's working folder (logs, error reports; not the spec's results) to
+    ``dest``; return its path, or None when there is nowhere to keep it or copying failed."""
+    if dest is None:
+        return None
+    try:
+        shutil.copytree(out, dest, dirs_exist_ok=True)
+    except OSError:
+        return None
+    return str(dest)
+
+
+def rank_log(out: Path, rank: int | None) -> Path | None:
+    """The combined output of one rank (its stderr, then its stdout) from torchrun's per-rank
+    files, as one file in ``out``; None when there is no such rank's file (one-rank runs write
+    everything to worker.log)."""
+    if rank is None:
+        return None
+    local = str(rank % max(1, _nproc(out)))
+    parts = []
+    for name in ("stderr.log", "stdout.log"):
+        for f in sorted((out / RANK_LOGS).glob(f"*/attempt_*/{local}/{name}")):
+            parts.append(f.read_text(errors="replace"))
+    if not any(p.strip() for p in parts):
+        return None
+    merged = out / f"rank{rank}.log"
+    merged.write_text("\n".join(p.rstrip("\n") for p in parts if p.strip()) + "\n")
+    return merged
+
+
+def _nproc(out: Path) -> int:
+    try:
+        return int(json.loads((out / "spec.json").read_text())["settings"]["nproc"])
+    except (OSError, KeyError, ValueError, json.JSONDecodeError):
+        return 1
+
+
+def tail_of(path: Path, lines: int = TAIL_LINES) -> str | None:
+    """The last ``lines`` non-empty lines of a log, or None when it is empty or missing."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return None
+    kept = [line for line in text.splitlines() if line.strip()][-lines:]
+    return "\n".join(kept) or None
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -151,7 +244,10 @@ def first_error(out: Path, code: int, log: Path) -> str:
     exits = [(int(rank), int(exit_code)) for rank, exit_code in _TORCHRUN_FAILURE.findall(text)]
     for rank, exit_code in exits:
         if exit_code < 0 and -exit_code != signal.SIGTERM:
-            why = oom_hint(-exit_code) or native_reason(text)
+            own = rank_log(out, rank)  # the rank's own lines; torchrun's come after them
+            why = oom_hint(-exit_code) or native_reason(
+                own.read_text(errors="replace") if own else text
+            )
             return f"rank {rank}: killed by {signal_name(-exit_code)}" + why
     errors = []
     for f in out.glob("error-rank*.json"):
@@ -172,12 +268,17 @@ def first_error(out: Path, code: int, log: Path) -> str:
 
 
 _NATIVE_ERROR = re.compile(r"(terminate called.*|what\(\):.*|.*(?:Error|Exception):.*)")
+_LAUNCHER_LINE = re.compile(r"ChildFailedError|torch/distributed/elastic/")
 
 
 def native_reason(text: str) -> str:
     """The last native error line a rank printed before it aborted (a C++ exception's what()),
-    as ": …", or "" when there is none."""
-    lines = [m.group(0).strip() for m in _NATIVE_ERROR.finditer(text)]
+    as ": …", or "" when there is none. torchrun's own report of the failure is not a reason."""
+    lines = [
+        m.group(0).strip()
+        for m in _NATIVE_ERROR.finditer(text)
+        if not _LAUNCHER_LINE.search(m.group(0))
+    ]
     return f": {lines[-1][:300]}" if lines else ""
 
 

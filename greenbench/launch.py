@@ -188,7 +188,8 @@ def run_specs(
         status, error = "ok", None
         try:
             idle_w = idle.get(spec)
-            ranks = execute(spec, rdzv)
+            execution = execute(spec, rdzv, keep_logs=logs_dir_for(db_path) / run_id)
+            ranks = execution.ranks
             world = s["nproc"] * s["nnodes"]
             repeats = [
                 aggregate_repeat(
@@ -206,6 +207,8 @@ def run_specs(
                 ranks=ranks,
                 peak_flops=peak,
                 peak_flops_source=peak_source,
+                warnings=execution.warnings,
+                log_path=execution.log_dir,
             )
         except KeyboardInterrupt:
             store.mark_run(run_id, "interrupted", "interrupted by the user (SIGINT/SIGTERM)")
@@ -213,7 +216,13 @@ def run_specs(
             raise
         except WorkerFailed as exc:
             status, error = "failed", str(exc)
-            outcome = RunOutcome(status="failed", error=error, failed_rank=failed_rank_of(error))
+            outcome = RunOutcome(
+                status="failed",
+                error=error,
+                failed_rank=exc.rank if exc.rank is not None else failed_rank_of(error),
+                error_tail=exc.tail,
+                log_path=exc.log_dir,
+            )
         except GreenbenchError as exc:
             status, error = "failed", str(exc)
             outcome = RunOutcome(status="failed", error=error)
@@ -228,6 +237,13 @@ def run_specs(
             {"run_id": run_id, "status": status, "error": error, "repeats": outcome.repeats},
         )
     return summary
+
+
+def logs_dir_for(db_path: Path) -> Path:
+    """Where the worker logs of failed (or warned) runs are kept: ``<db stem>-logs/<run id>/``
+    beside the database, so `greenbench show` can point to them."""
+    db_path = Path(db_path)
+    return db_path.absolute().parent / f"{db_path.stem}-logs"
 
 
 def follow_specs(

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 
@@ -104,7 +105,14 @@ def run_detail(db_path: Path, run_id: str) -> None:
         f"status={run['status']}"
     )
     if run.get("error"):
-        console.print(f"[red]error[/red] (rank {run.get('failed_rank')}): {run['error']}")
+        console.print(f"[red]error[/red] (rank {run.get('failed_rank')}): {escape(run['error'])}")
+    for warning in run.get("warnings") or []:
+        console.print(f"[yellow]warning[/yellow]: {escape(str(warning))}")
+    if run.get("error_tail"):
+        console.print(f"last lines of rank {run.get('failed_rank')}'s output:")
+        console.print(escape(run["error_tail"]), highlight=False)
+    if run.get("log_path"):
+        console.print(f"worker logs: {escape(run['log_path'])}")
     console.print(
         f"device {run['device_type']} ×{run['nproc'] * run['nnodes']} "
         f"{run['precision']}; label={run.get('label')} git={run.get('git_sha')}; "

@@ -95,3 +95,7 @@ class RunOutcome:
     peak_flops: float | None = None
     peak_flops_source: str | None = None
     hardware: dict[str, Any] = field(default_factory=dict)
+    #: what went wrong without losing the result (e.g. a rank that crashed at exit)
+    warnings: list[str] = field(default_factory=list)
+    error_tail: str | None = None  # the failing rank's last lines of output
+    log_path: str | None = None  # where the worker logs were kept

@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "debug.hang_rank": -1,  # this rank sleeps forever at the first measured step
     "debug.kill_rank": -1,  # this rank SIGKILLs itself at the first measured step
     "debug.oom_rank": -1,  # this rank makes an allocation the machine cannot satisfy
+    "debug.abort_at_exit_rank": -1,  # this rank aborts (SIGABRT) after the results are written
 }
 
 #: settings that do not change *what* is measured, so not part of a configuration's identity

@@ -250,7 +250,10 @@ def gather(results: list[RankResult], ctx: DistContext) -> list[RankResult] | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    """torchrun entry: ``python -m greenbench.worker --spec spec.json --out DIR``."""
+    """torchrun entry: ``python -m greenbench.worker --spec spec.json --out DIR``.
+
+    Returns the exit code; ``python -m greenbench.worker`` then ends the process with
+    `exit_now`, never through interpreter finalization (see there)."""
     parser = argparse.ArgumentParser(prog="greenbench.worker")
     parser.add_argument("--spec", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
@@ -273,7 +276,12 @@ def main(argv: list[str] | None = None) -> int:
             tmp.write_text(json.dumps([r.to_dict() for r in gathered]))
             tmp.replace(args.out / "results.json")
         if distributed:
+            # nobody leaves before rank 0 has the results on disk: whatever happens to a rank
+            # after this barrier, the gathered measurement is kept (the launcher reads it)
+            dist.barrier()
             dist.destroy_process_group()
+        if spec.settings["debug.abort_at_exit_rank"] == rank:
+            os.abort()  # test hook: a native crash at exit, after the results were written
     except BaseException as exc:
         error = {
             "rank": rank,
@@ -282,10 +290,32 @@ def main(argv: list[str] | None = None) -> int:
             "time": time.time(),
         }
         (args.out / f"error-rank{rank}.json").write_text(json.dumps(error))
-        print(f"[rank {rank}] {error['error']}", file=sys.stderr)
+        print(f"{error['traceback']}[rank {rank}] {error['error']}", file=sys.stderr)
         return 1
     return 0
 
 
+def exit_now(code: int) -> None:
+    """End this rank's process with ``code`` without running interpreter finalization.
+
+    Why: ``destroy_process_group`` does not join gloo's worker threads (torch 2.13), and such a
+    thread can still be releasing the last collective's work object, whose tensors hold Python
+    objects, when the main thread returns. Releasing them needs the GIL; a thread that asks for
+    the GIL while the interpreter finalizes is ended with ``pthread_exit``, whose unwinding
+    through a ``noexcept`` C++ frame calls ``std::terminate``: "terminate called without an
+    active exception", SIGABRT, after the results were already gathered (seen in about one
+    FSDP run in ten on a 2-core machine; the core dump shows ``ProcessGroupGloo::runLoop`` →
+    ``~AsyncGatherWork`` → ``take_gil`` → ``pthread_exit`` beside ``Py_FinalizeEx``). Every
+    file this worker writes is complete (written and renamed) and its meters are closed before
+    this point, so nothing is lost by skipping finalization: only the race goes.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_now(main())

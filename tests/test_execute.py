@@ -70,3 +70,24 @@ def test_an_aborted_rank_carries_its_native_error_line(tmp_path):
     message = first_error(tmp_path, 1, log)
     assert message.startswith("rank 1: killed by SIGABRT: what():")
     assert "Connection closed by peer" in message
+
+
+def test_the_native_reason_is_the_ranks_own_line_not_torchruns_report(tmp_path):
+    # torchrun's "ChildFailedError:" comes after the rank's own line in the combined log; the
+    # rank's per-rank file (torchrun --log-dir) holds only what the rank printed
+    (tmp_path / "spec.json").write_text(json.dumps({"settings": {"nproc": 2}}))
+    rank_dir = tmp_path / "ranks" / "job_x" / "attempt_0" / "1"
+    rank_dir.mkdir(parents=True)
+    (rank_dir / "stderr.log").write_text("terminate called without an active exception\n")
+    (rank_dir / "stdout.log").write_text("")
+    log = tmp_path / "worker.log"
+    summary = TORCHRUN_SUMMARY.replace("exitcode  : -9", "exitcode  : -6")
+    log.write_text(
+        "[rank1]: terminate called without an active exception\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n" + summary
+    )
+    message = first_error(tmp_path, 1, log)
+    assert message == "rank 1: killed by SIGABRT: terminate called without an active exception"
+    # without per-rank files the combined log is read, and torchrun's own line is skipped
+    (rank_dir / "stderr.log").unlink()
+    assert first_error(tmp_path, 1, log) == message

@@ -349,40 +349,92 @@ def test_missing_database_for_readers(tmp_path: Path) -> None:
 def test_migration_applies_in_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "g.duckdb"
     Store(db).begin_run(run_row("aaaaaaaaaaaa"))
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 2)
+    current = store_mod.SCHEMA_VERSION  # the versions this code already has
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", current + 1)
     monkeypatch.setattr(
-        store_mod, "MIGRATIONS", {1: "ALTER TABLE runs ADD COLUMN power_cap_w DOUBLE"}
+        store_mod,
+        "MIGRATIONS",
+        {**store_mod.MIGRATIONS, current: "ALTER TABLE runs ADD COLUMN power_cap_w DOUBLE"},
     )
     store = Store(db)
     versions = read_frame(db, "SELECT version FROM schema_version ORDER BY version")
-    assert list(versions["version"]) == [1, 2]
+    assert list(versions["version"]) == list(range(1, current + 2))
     store.begin_run(run_row("bbbbbbbbbbbb", power_cap_w=250.0))
     assert get_run(db, "bbbbbbbbbbbb")["power_cap_w"] == 250.0
     assert get_run(db, "aaaaaaaaaaaa")["power_cap_w"] is None  # old rows kept
     Store(db)  # already current: nothing applied twice
-    assert len(read_frame(db, "SELECT * FROM schema_version")) == 2
+    assert len(read_frame(db, "SELECT * FROM schema_version")) == current + 1
 
     fresh = tmp_path / "fresh.duckdb"
     Store(fresh)  # a new file gets the v1 schema plus every migration
     assert "power_cap_w" in set(read_frame(fresh, "DESCRIBE runs")["column_name"])
-    assert list(read_frame(fresh, "SELECT version FROM schema_version")["version"]) == [1, 2]
+    fresh_versions = read_frame(fresh, "SELECT version FROM schema_version ORDER BY version")
+    assert list(fresh_versions["version"]) == list(range(1, current + 2))
+
+
+def test_a_version_1_database_migrates_and_keeps_its_runs(tmp_path: Path) -> None:
+    """A file as greenbench wrote it before migration 2 (schema v1 only) opens, gains the
+    diagnostics columns, keeps its runs, and takes a failed run's diagnostics."""
+    from importlib import resources
+
+    db = tmp_path / "v1.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute(resources.files("greenbench").joinpath("store_schema.sql").read_text())
+    con.execute("INSERT INTO schema_version VALUES (1, now())")
+    row = run_row("aaaaaaaaaaaa", status="ok", config_key="0" * 16, started_at="2026-11-01")
+    for col in ("config", "hardware", "versions"):
+        row[col] = json.dumps(row[col])
+    cols = sorted(row)
+    con.execute(
+        f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+        [row[c] for c in cols],
+    )
+    con.close()
+
+    store = Store(db)
+    assert {"warnings", "error_tail", "log_path"} <= set(
+        read_frame(db, "DESCRIBE runs")["column_name"]
+    )
+    old = get_run(db, "aaaaaaaaaaaa")
+    assert old["status"] == "ok" and old["warnings"] is None
+    store.begin_run(run_row("bbbbbbbbbbbb"))
+    store.finish_run(
+        "bbbbbbbbbbbb",
+        RunOutcome(
+            status="failed",
+            error="rank 1: killed by SIGABRT: terminate called without an active exception",
+            failed_rank=1,
+            error_tail="line a\nterminate called without an active exception",
+            log_path=str(tmp_path / "logs" / "bbbbbbbbbbbb"),
+        ),
+    )
+    failed = get_run(db, "bbbbbbbbbbbb")
+    assert failed["failed_rank"] == 1
+    assert failed["error_tail"].endswith("terminate called without an active exception")
+    assert failed["log_path"].endswith("bbbbbbbbbbbb")
+    store.begin_run(run_row("cccccccccccc"))
+    store.finish_run("cccccccccccc", RunOutcome(status="ok", warnings=["rank 1: late abort"]))
+    assert get_run(db, "cccccccccccc")["warnings"] == ["rank 1: late abort"]
 
 
 def test_failed_migration_rolls_back(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     db = tmp_path / "g.duckdb"
     Store(db)
-    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", 3)
+    current = store_mod.SCHEMA_VERSION
+    monkeypatch.setattr(store_mod, "SCHEMA_VERSION", current + 2)
     monkeypatch.setattr(
         store_mod,
         "MIGRATIONS",
         {
-            1: "ALTER TABLE runs ADD COLUMN x DOUBLE",
-            2: "ALTER TABLE no_such_table ADD COLUMN y INT",
+            **store_mod.MIGRATIONS,
+            current: "ALTER TABLE runs ADD COLUMN x DOUBLE",
+            current + 1: "ALTER TABLE no_such_table ADD COLUMN y INT",
         },
     )
-    with pytest.raises(StoreError, match=r"migrating .* from schema version 1 failed"):
+    with pytest.raises(StoreError, match=rf"migrating .* from schema version {current} failed"):
         Store(db)
-    assert list(read_frame(db, "SELECT version FROM schema_version")["version"]) == [1]
+    versions = read_frame(db, "SELECT version FROM schema_version ORDER BY version")
+    assert list(versions["version"]) == list(range(1, current + 1))
     assert "x" not in set(read_frame(db, "DESCRIBE runs")["column_name"])
 
 

@@ -22,9 +22,20 @@ from greenbench.errors import StoreError
 from greenbench.results import RunOutcome
 from greenbench.store.connection import _JSON_COLUMNS, _check_duckdb_file, _connect, _read
 
-SCHEMA_VERSION = 1
+
+def _load_migrations() -> dict[int, str]:
+    """``migrations/NNNN_name.sql`` takes a database from version NNNN − 1 to NNNN."""
+    found: dict[int, str] = {}
+    for entry in resources.files("greenbench.store").joinpath("migrations").iterdir():
+        name = entry.name
+        if name.endswith(".sql") and name[:4].isdigit():
+            found[int(name[:4]) - 1] = entry.read_text()
+    return dict(sorted(found.items()))
+
+
 #: SQL taking a database from version N (the key) to N + 1, applied in one transaction
-MIGRATIONS: dict[int, str] = {}
+MIGRATIONS: dict[int, str] = _load_migrations()
+SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 RUN_STATUSES = ("running", "ok", "failed", "interrupted")
 FINAL_STATUSES = ("ok", "failed", "interrupted")
@@ -287,9 +298,12 @@ class Store:
                 "energy_measured = COALESCE(?::BOOLEAN, energy_measured), "
                 "peak_flops = COALESCE(?::DOUBLE, peak_flops), "
                 "peak_flops_source = COALESCE(?, peak_flops_source), "
-                "hardware = COALESCE(?::JSON, hardware) WHERE run_id = ?",
+                "hardware = COALESCE(?::JSON, hardware), warnings = ?::JSON, error_tail = ?, "
+                "log_path = ? WHERE run_id = ?",
                 [outcome.status, outcome.error, outcome.failed_rank, _utcnow(), source, measured,
-                 outcome.peak_flops, outcome.peak_flops_source, hardware, run_id],
+                 outcome.peak_flops, outcome.peak_flops_source, hardware,
+                 json.dumps(outcome.warnings) if outcome.warnings else None, outcome.error_tail,
+                 outcome.log_path, run_id],
             )  # fmt: skip
         self._unfinished.discard(run_id)
 
