@@ -27,8 +27,8 @@ import torch
 from greenbench.data import MarkovSource, make_step_batches
 from greenbench.energy import select_meter
 from greenbench.models import build_model, model_info
+from greenbench.running.window import WindowTally, batch_flops
 from greenbench.strategies.base import StepTimes
-from greenbench.window import WindowTally, batch_flops
 
 
 def make_batch(

@@ -90,7 +90,7 @@ def run(
     resume: bool,
 ) -> None:
     """Run a suite or one workload, measure it, and store the results."""
-    from greenbench.progress import run_with_progress
+    from greenbench.running.progress import run_with_progress
     from greenbench.spec import SpecError, expand, expand_suite, load_suite, parse_assignment
 
     if bool(suite) == bool(workload):
@@ -133,7 +133,7 @@ def run(
 @friendly
 def list_(what: str, db: Path | None, limit: int) -> None:
     """List suites, workloads, stored runs, or every setting with its default."""
-    from greenbench import render
+    from greenbench.reporting import terminal as render
 
     render.listing(what, db or default_db(), limit)
 
@@ -144,7 +144,7 @@ def list_(what: str, db: Path | None, limit: int) -> None:
 @friendly
 def show(run_id: str, db: Path | None) -> None:
     """Show one run: its configuration, every repeat and every rank."""
-    from greenbench import render
+    from greenbench.reporting import terminal as render
 
     render.run_detail(db or default_db(), run_id)
 
@@ -153,7 +153,7 @@ def show(run_id: str, db: Path | None) -> None:
 @friendly
 def doctor() -> None:
     """What this machine can measure (CUDA, NVML, RAPL, Zeus), and why not."""
-    from greenbench import render
+    from greenbench.reporting import terminal as render
 
     render.doctor()
 
@@ -253,7 +253,7 @@ def compare(
 @friendly
 def report(out: Path, title: str, ref: str | None, db: Path | None) -> None:
     """Write a Markdown report with PNG plots (leaderboard, Pareto front, workloads)."""
-    from greenbench.report import write_report
+    from greenbench.reporting.report import write_report
 
     click.echo(f"wrote {write_report(db or default_db(), out, title=title, ref=ref)}")
 
@@ -265,7 +265,7 @@ def report(out: Path, title: str, ref: str | None, db: Path | None) -> None:
 @friendly
 def dashboard(db: Path | None, port: int | None, address: str) -> None:
     """Serve the Streamlit leaderboard over the results database (read-only)."""
-    from greenbench.dashboard import serve
+    from greenbench.dashboard_app.serve import serve
 
     sys.exit(serve(db or default_db(), port, address=address))
 

@@ -27,7 +27,7 @@ from greenbench.compare import (
     render_markdown,
 )
 from greenbench.errors import SpecError
-from greenbench.refs import latest_sha_per_config
+from greenbench.reporting.refs import latest_sha_per_config
 
 SCHEMA = Path(greenbench.__file__).with_name("store_schema.sql")
 _TEMPLATE = pd.DataFrame(

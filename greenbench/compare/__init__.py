@@ -21,7 +21,7 @@ from greenbench.compare.verdict import (
     delta_for,
     resolve_metric,
 )
-from greenbench.refs import load_ref
+from greenbench.reporting.refs import load_ref
 
 __all__ = [
     "ALIASES",

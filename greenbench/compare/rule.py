@@ -20,7 +20,7 @@ mismatches. History mode judges a new result against the last ≤ 64 results of 
 configuration with a one-sided Student-t prediction interval on log values.
 
 This module is pure (DataFrames in, a Verdict out); ``shell.compare_cli`` is the thin layer the
-CLI calls, ``render`` prints verdicts, ``greenbench.refs`` resolves REFs into DataFrames.
+CLI calls, ``render`` prints verdicts, ``greenbench.reporting.refs`` resolves REFs into DataFrames.
 """
 
 from __future__ import annotations
@@ -49,7 +49,7 @@ from greenbench.compare.verdict import (
     resolve_metric,
 )
 from greenbench.errors import SpecError
-from greenbench.refs import KEY_COLUMNS
+from greenbench.reporting.refs import KEY_COLUMNS
 
 
 def compare(

@@ -26,7 +26,7 @@ from greenbench.compare.verdict import (
     resolve_metric,
 )
 from greenbench.errors import GreenbenchError, SpecError
-from greenbench.refs import latest_sha_per_config, load_ref, newest_run_per_config
+from greenbench.reporting.refs import latest_sha_per_config, load_ref, newest_run_per_config
 
 FORMATS = {"table": "table", "terminal": "table", "text": "table", "markdown": "markdown"}
 FORMATS |= {"md": "markdown", "json": "json"}

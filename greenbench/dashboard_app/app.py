@@ -17,7 +17,7 @@ import streamlit as st
 from greenbench.dashboard_app import board_views, compare_views, data, detail_views
 from greenbench.dashboard_app.filters import apply_filters, sidebar
 from greenbench.errors import StoreError
-from greenbench.leaderboard import leaderboard
+from greenbench.reporting.leaderboard import leaderboard
 
 TABS = ("Leaderboard", "Pareto", "Run detail", "History", "Comparisons")
 CREATE_CMD = "greenbench run --suite smoke --db {db}"

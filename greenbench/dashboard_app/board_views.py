@@ -8,7 +8,7 @@ import pandas as pd
 import streamlit as st
 
 from greenbench.dashboard_app import charts, detail_views, marking
-from greenbench.leaderboard import METRICS, pareto_front_by
+from greenbench.reporting.leaderboard import METRICS, pareto_front_by
 
 CATEGORIES = ("workload", "model_family", "strategy", "device_type", "precision", "energy")
 

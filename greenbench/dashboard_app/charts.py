@@ -9,7 +9,7 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
-from greenbench.leaderboard import METRICS, Better
+from greenbench.reporting.leaderboard import METRICS, Better
 
 ENERGY_SHAPES = alt.Scale(domain=["measured", "≈ estimate"], range=["circle", "triangle-up"])
 SELECTION = "pick"  # name of the point-selection parameter of the Pareto chart

@@ -19,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from greenbench.errors import StoreError
-from greenbench.leaderboard import REPEAT_COLUMNS
+from greenbench.reporting.leaderboard import REPEAT_COLUMNS
 from greenbench.store import read_frame
 
 CACHE_TTL_S = 5.0

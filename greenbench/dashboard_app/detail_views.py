@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from greenbench.dashboard_app import charts, data, marking
-from greenbench.leaderboard import history
+from greenbench.reporting.leaderboard import history
 
 REPEAT_ENERGY = (
     "energy_j",

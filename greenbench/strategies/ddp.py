@@ -10,8 +10,8 @@ computes, and at the end of backward waits for them. On CPU a communication hook
 arithmetic as DDP's default: divide by the world size, all-reduce with a sum) notes when the
 last bucket became ready; what backward then spends until it returns is time blocked in
 communication, recorded as one timed collective per step. The worker splits it across ranks
-into transfer and waiting, as for FSDP (``greenbench.window.split_blocked``). On CUDA the hook
-is not installed and communication is not timed (comm_s stays 0 there).
+into transfer and waiting, as for FSDP (``greenbench.running.window.split_blocked``). On CUDA
+the hook is not installed and communication is not timed (comm_s stays 0 there).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ slowest peer). We time every call through FSDP2's ``set_custom_all_gather`` /
 ``set_custom_reduce_scatter`` (subclasses of its default implementations, which are private to
 torch: without them nothing is timed). The worker then splits each call's time across ranks:
 the last rank to arrive waited for no one, so the shortest time is transfer and the rest is
-waiting (``greenbench.window.split_blocked``). On CUDA the calls are asynchronous and are not
-timed (comm_s stays 0 there).
+waiting (``greenbench.running.window.split_blocked``). On CUDA the calls are asynchronous and
+are not timed (comm_s stays 0 there).
 """
 
 from __future__ import annotations

@@ -2,8 +2,8 @@
 
 Uses Debian's chromium (/usr/bin/chromium), never Playwright's downloaded browsers. A session
 fixture installs it with apt-get when it is missing and we are root; otherwise the test is
-skipped with the reason. The server is started through ``greenbench.dashboard.serve`` exactly as
-`greenbench dashboard` does, in its own process group, and killed in a finally.
+skipped with the reason. The server is started through ``greenbench.dashboard_app.serve.serve``
+exactly as `greenbench dashboard` does, in its own process group, and killed in a finally.
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ from typing import Any
 
 import pytest
 
-from greenbench.dashboard import free_port
+from greenbench.dashboard_app.serve import free_port
 
 pytestmark = pytest.mark.browser
 
@@ -37,7 +37,7 @@ LAUNCH_ARGS = [
     "--disable-sync",
 ]
 SERVE = (
-    "import sys; from pathlib import Path; from greenbench.dashboard import serve; "
+    "import sys; from pathlib import Path; from greenbench.dashboard_app.serve import serve; "
     "sys.exit(serve(Path(sys.argv[1]), int(sys.argv[2])))"
 )
 GPU_CONFIG = "transformer/tiny seq=2048 fixed single×1"

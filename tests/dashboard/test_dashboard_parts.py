@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from greenbench import dashboard
 from greenbench.dashboard_app import charts, marking
+from greenbench.dashboard_app import serve as dashboard
 
 
 def test_command_is_headless_private_and_passes_the_database() -> None:

@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from greenbench.cli import main
-from greenbench.launch import run_specs
+from greenbench.running.launch import run_specs
 from greenbench.spec import expand
 from greenbench.store import check_integrity, get_run, read_frame
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from greenbench.window import split_blocked
+from greenbench.running.window import split_blocked
 
 
 def test_the_last_rank_to_arrive_waits_for_no_one():

@@ -8,7 +8,8 @@ comparison chart per workload. Each configuration is shown by the repeats of its
 Every energy figure says where it came from: configurations measured by a counter and those
 estimated are never pooled, the Pareto front is computed separately for each energy source, and
 axes, bars and table cells carry "measured (source)" or "estimate". The numbers and the fronts
-come from ``greenbench.leaderboard`` (the dashboard's pure core), so report and dashboard agree.
+come from ``greenbench.reporting.leaderboard`` (the dashboard's pure core), so report and
+dashboard agree.
 Plots use matplotlib's Agg canvas directly (no pyplot state), so reports can be written from any
 thread or process.
 """
@@ -27,8 +28,8 @@ from matplotlib.figure import Figure
 
 import greenbench
 from greenbench.errors import StoreError
-from greenbench.leaderboard import leaderboard, pareto_front_by
-from greenbench.refs import load_ref, query_results
+from greenbench.reporting.leaderboard import leaderboard, pareto_front_by
+from greenbench.reporting.refs import load_ref, query_results
 
 _DPI = 110
 

@@ -1,4 +1,4 @@
-"""Tests of greenbench.report: a populated database gives Markdown whose links are real PNGs."""
+"""greenbench.reporting.report: a populated database gives Markdown whose links are real PNGs."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 import greenbench
 from greenbench.errors import StoreError
-from greenbench.report import write_report
+from greenbench.reporting.report import write_report
 
 SCHEMA = Path(greenbench.__file__).with_name("store_schema.sql")
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

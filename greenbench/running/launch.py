@@ -17,8 +17,8 @@ from pathlib import Path
 from typing import Any
 
 from greenbench.errors import DeviceUnavailable, GreenbenchError, WorkerFailed
-from greenbench.execute import execute, failed_rank_of, threads_per_rank
 from greenbench.results import RunOutcome
+from greenbench.running.execute import execute, failed_rank_of, threads_per_rank
 from greenbench.spec import RunSpec
 
 

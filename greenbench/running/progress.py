@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from greenbench.launch import RunSummary, install_interrupt_handlers, run_specs
+from greenbench.running.launch import RunSummary, install_interrupt_handlers, run_specs
 from greenbench.spec import RunSpec
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from greenbench.execute import failed_rank_of, first_error
+from greenbench.running.execute import failed_rank_of, first_error
 
 TORCHRUN_SUMMARY = """\
 Failures:

@@ -1,6 +1,6 @@
 """Running one configuration's ranks as child processes, and saying why one failed.
 
-Every configuration runs in child processes, one rank as ``python -m greenbench.worker`` and
+Every configuration runs in child processes, one rank as ``python -m greenbench.running.worker`` and
 several through torchrun (``torch.distributed.run``), so that a rank that crashes, hangs, is
 killed or runs out of memory costs that configuration only: the launcher stays alive, kills the
 whole process group, records which rank failed and why, and the suite goes on. Children die with
@@ -49,7 +49,7 @@ def worker_command(
     spec: RunSpec, spec_file: Path, out_dir: Path, rdzv: dict[str, Any] | None = None
 ) -> list[str]:
     s = spec.settings
-    worker = ["-m", "greenbench.worker", "--spec", str(spec_file), "--out", str(out_dir)]
+    worker = ["-m", "greenbench.running.worker", "--spec", str(spec_file), "--out", str(out_dir)]
     if s["nproc"] * s["nnodes"] == 1:
         return [sys.executable, *worker]
     cmd = [

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from greenbench.leaderboard import (
+from greenbench.reporting.leaderboard import (
     METRICS,
     REPEAT_COLUMNS,
     history,

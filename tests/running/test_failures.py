@@ -15,7 +15,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from greenbench.launch import run_specs
+from greenbench.running.launch import run_specs
 from greenbench.spec import expand
 from greenbench.store import check_integrity, read_frame
 
@@ -149,7 +149,7 @@ def orphans(suite: Path) -> list[int]:
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "greenbench.worker" in cmd and "greenbench-" in cmd:
+        if "greenbench.running.worker" in cmd and "greenbench-" in cmd:
             found.append(p.info["pid"])
     return found
 

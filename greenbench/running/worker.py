@@ -1,7 +1,7 @@
 """Per-rank entry point: build, warm up, measure, report.
 
-Runs in the launcher's process for one rank, or as ``python -m greenbench.worker`` under torchrun
-for several. A worker never writes the database: it returns its RankResults (gathered on rank 0,
+Runs as ``python -m greenbench.running.worker``, alone for one rank or under torchrun for
+several. A worker never writes the database: it returns its RankResults (gathered on rank 0,
 which writes them to a JSON file the launcher reads).
 
 The measured window of each repeat is ``meter.begin()`` … steps … ``meter.end()``, with the
@@ -25,12 +25,12 @@ from pathlib import Path
 
 import torch
 
-from greenbench.execute import die_with_parent
 from greenbench.results import RankResult
+from greenbench.running.execute import die_with_parent
+from greenbench.running.window import WindowTally, batch_flops, split_blocked
 from greenbench.spec import RunSpec
 from greenbench.strategies import STRATEGIES, DistContext
 from greenbench.strategies.base import synchronize
-from greenbench.window import WindowTally, batch_flops, split_blocked
 
 
 def dist_context(device: str, precision: str) -> DistContext:
@@ -250,11 +250,11 @@ def gather(results: list[RankResult], ctx: DistContext) -> list[RankResult] | No
 
 
 def main(argv: list[str] | None = None) -> int:
-    """torchrun entry: ``python -m greenbench.worker --spec spec.json --out DIR``.
+    """torchrun entry: ``python -m greenbench.running.worker --spec spec.json --out DIR``.
 
-    Returns the exit code; ``python -m greenbench.worker`` then ends the process with
+    Returns the exit code; ``python -m greenbench.running.worker`` then ends the process with
     `exit_now`, never through interpreter finalization (see there)."""
-    parser = argparse.ArgumentParser(prog="greenbench.worker")
+    parser = argparse.ArgumentParser(prog="greenbench.running.worker")
     parser.add_argument("--spec", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
     args = parser.parse_args(argv)
