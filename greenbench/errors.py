@@ -24,6 +24,12 @@ class DeviceUnavailable(GreenbenchError):
     exit_code = 2
 
 
+class KernelUnavailable(GreenbenchError):
+    """A requested kernel backend (e.g. ``model.scan=native``) cannot run on this machine."""
+
+    exit_code = 2
+
+
 class MeterUnavailable(GreenbenchError):
     """A forced energy source (--energy-source) cannot be used on this machine."""
 

@@ -14,6 +14,23 @@ from greenbench.energy.base import EnergyWindow
 
 
 @dataclass(frozen=True, slots=True)
+class CommRecord:
+    """One rank's calls of one operation on one mesh dimension (or group) in one window:
+    how many, the bytes they moved, the seconds the rank was blocked in them, and how much of
+    that was waiting for other ranks (the rest is transfer). See `greenbench.comm`."""
+
+    dim: str
+    op: str
+    calls: int
+    bytes: int
+    seconds: float
+    wait_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
 class RankResult:
     """One rank's measured window for one repeat."""
 
@@ -32,11 +49,13 @@ class RankResult:
     loss: float  # mean training loss over the window's steps
     n_microbatches: int
     energy: EnergyWindow | None  # None when this rank reads no meter (see energy.select)
+    comm: tuple[CommRecord, ...] = ()  # this rank's communication in the window, per dim/op
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
         d["step_times_s"] = list(self.step_times_s)
         d["energy"] = self.energy.to_dict() if self.energy else None
+        d["comm"] = [c.to_dict() for c in self.comm]
         return d
 
     @classmethod
@@ -44,6 +63,7 @@ class RankResult:
         d = dict(d)
         d["step_times_s"] = tuple(d["step_times_s"])
         d["energy"] = EnergyWindow.from_dict(d["energy"]) if d.get("energy") else None
+        d["comm"] = tuple(CommRecord(**c) for c in d.get("comm", ()))
         return cls(**d)
 
 

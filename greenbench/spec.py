@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,12 +21,20 @@ from typing import Any
 import tomllib
 
 from greenbench.errors import SpecError
+from greenbench.vocabulary import DEGREES, RunSpec, resolve_layout
 
-#: every setting, its default and its type. ``None`` defaults mean "decided at run time".
+#: every setting, its default and its type. ``"auto"`` means "decided when the spec is
+#: resolved": nproc and the layout's degrees from each other (greenbench.vocabulary.layout),
+#: device, precision, the scan kernel and CPU quotas by the launcher on the machine it runs on.
 DEFAULTS: dict[str, Any] = {
-    "strategy": "single",
-    "nproc": 1,
+    "strategy": "single",  # the algorithm: single | ddp | fsdp
+    "nproc": "auto",  # ranks per node; auto: the layout's ranks / nnodes (1 without a layout)
     "nnodes": 1,
+    "layout.dp_replicate": "auto",  # data-parallel replicas (ddp fills it)
+    "layout.dp_shard": "auto",  # data-parallel shards (fsdp fills it)
+    "layout.tp": "auto",  # tensor-parallel degree (auto: 1)
+    "layout.pp": "auto",  # pipeline stages (auto: 1)
+    "layout.cp": "auto",  # context-parallel degree (auto: 1)
     "device": "auto",  # auto | cpu | cuda
     "precision": "auto",  # auto (fp32 on cpu, bf16 on cuda) | fp32 | bf16
     "repeats": 3,
@@ -35,6 +42,7 @@ DEFAULTS: dict[str, Any] = {
     "timeout_s": 900.0,
     "model.family": "transformer",
     "model.size": "tiny",
+    "model.scan": "auto",  # Mamba's selective scan: auto | native | torch | mamba-ssm
     "data.lengths": "fixed",
     "data.seq_len": 256,
     "data.global_batch": 8,  # sequences per optimizer step, over all ranks
@@ -50,6 +58,8 @@ DEFAULTS: dict[str, Any] = {
     "energy.source": "auto",  # auto | nvml | zeus | rapl | estimate
     "energy.region": "world",  # ISO-3 country code or cloud region for carbon intensity
     "energy.idle_s": 1.0,  # idle-power sampling window before the suite (0 disables)
+    # How a shared CPU is made to behave like one device per rank; part of the identity.
+    "emulate.rank_cpu_quota": "auto",  # auto (on when ranks outnumber cores) | on | off
     # Instrumentation for testing greenbench itself; excluded from the configuration identity.
     "debug.slowdown_s": 0.0,  # extra compute (seconds) added to every training step
     "debug.fail_rank": -1,  # this rank raises at the first measured step
@@ -59,12 +69,14 @@ DEFAULTS: dict[str, Any] = {
     "debug.abort_at_exit_rank": -1,  # this rank aborts (SIGABRT) after the results are written
 }
 
-#: settings that do not change *what* is measured, so not part of a configuration's identity
-NON_IDENTITY_KEYS = ("repeats", "label", "timeout_s", "energy.idle_s")
-NON_IDENTITY_PREFIXES = ("debug.",)
+
+#: settings that take an integer or "auto" (resolved before a run)
+AUTO_INTS = ("nproc", *(f"layout.{d}" for d in DEGREES))
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "cpu", "cuda"),
+    "model.scan": ("auto", "native", "torch", "mamba-ssm"),
+    "emulate.rank_cpu_quota": ("auto", "on", "off"),
     "precision": ("auto", "fp32", "bf16"),
     "data.balance": ("same-count", "sampler", "balanced-cost"),
     "energy.source": ("auto", "nvml", "zeus", "rapl", "estimate"),
@@ -90,56 +102,6 @@ NON_NEGATIVE = (
     "energy.idle_s",
     "debug.slowdown_s",
 )
-
-
-@dataclass(frozen=True, slots=True)
-class RunSpec:
-    """One fully resolved configuration of one workload."""
-
-    workload: str
-    settings: dict[str, Any]
-    suite: str | None = None
-    label: str | None = None
-
-    def __getitem__(self, key: str) -> Any:
-        return self.settings[key]
-
-    @property
-    def name(self) -> str:
-        """Short human label, e.g. ``transformer/tiny seq=1024 fixed single×1``."""
-        s = self.settings
-        return (
-            f"{s['model.family']}/{s['model.size']} seq={s['data.seq_len']} "
-            f"{s['data.lengths']} {s['strategy']}×{s['nproc'] * s['nnodes']}"
-        )
-
-    def identity(self) -> dict[str, Any]:
-        """The settings that define "the same configuration" (for config_key)."""
-        return {
-            k: v
-            for k, v in self.settings.items()
-            if k not in NON_IDENTITY_KEYS and not k.startswith(NON_IDENTITY_PREFIXES)
-        } | {"workload": self.workload}
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "workload": self.workload,
-            "suite": self.suite,
-            "label": self.label,
-            "settings": dict(self.settings),
-        }
-
-    @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
-        return cls(
-            workload=d["workload"],
-            settings=dict(d["settings"]),
-            suite=d.get("suite"),
-            label=d.get("label"),
-        )
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,6 +134,15 @@ def coerce(key: str, value: Any) -> Any:
     default = DEFAULTS[key]
     if isinstance(value, list):
         return [coerce(key, v) for v in value]
+    if key in AUTO_INTS:
+        if isinstance(value, str) and value.strip().lower() == "auto":
+            return "auto"
+        try:
+            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+                raise ValueError(value)
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            raise SpecError(f"setting {key!r} expects an int or 'auto', got {value!r}") from None
     kind = type(default)
     try:
         if kind is bool:
@@ -307,7 +278,8 @@ def expand(
     suite: str | None = None,
     label: str | None = None,
 ) -> list[RunSpec]:
-    """Expand a workload's sweep with override layers (lowest precedence first) into RunSpecs."""
+    """Expand a workload's sweep with override layers (lowest precedence first) into RunSpecs,
+    each resolved (layout and nproc) and validated."""
     from greenbench.workloads import get_workload
 
     wl = get_workload(workload)
@@ -321,7 +293,7 @@ def expand(
     for combo in itertools.product(*(merged[k] for k in sweep_keys)):
         settings = dict(merged)
         settings.update(zip(sweep_keys, combo, strict=True))
-        spec = RunSpec(workload=workload, settings=settings, suite=suite, label=label)
+        spec = RunSpec(workload=workload, settings=resolve(settings), suite=suite, label=label)
         validate(spec)
         specs.append(spec)
     return specs
@@ -334,13 +306,12 @@ def expand_suite(suite: SuiteSpec, cli: dict[str, Any], *, label: str | None) ->
     return specs
 
 
-def validate(spec: RunSpec) -> None:
-    """Check every value; raise SpecError naming the first problem."""
+def check_values(s: dict[str, Any]) -> None:
+    """Every value on its own: choices, registries, presets, signs. SpecError on the first."""
     from greenbench.data import COST_MODELS, LENGTH_DISTRIBUTIONS
     from greenbench.models import FAMILIES
     from greenbench.strategies import STRATEGIES
 
-    s = spec.settings
     for key, choices in CHOICES.items():
         if s[key] not in choices:
             raise SpecError(f"{key}={s[key]!r} is not one of {', '.join(choices)}")
@@ -360,22 +331,93 @@ def validate(spec: RunSpec) -> None:
             f"({', '.join(sizes)})"
         )
     for key in POSITIVE:
-        if not s[key] > 0:
+        if s[key] != "auto" and not s[key] > 0:
             raise SpecError(f"{key} must be > 0, got {s[key]!r}")
     for key in NON_NEGATIVE:
         if not s[key] >= 0:
             raise SpecError(f"{key} must be >= 0, got {s[key]!r}")
+    for key in AUTO_INTS:
+        if s[key] != "auto" and not s[key] >= 1:
+            raise SpecError(f"{key} must be >= 1 or 'auto', got {s[key]!r}")
     if s["train.max_steps"] < s["train.steps"]:
         raise SpecError("train.max_steps must be >= train.steps")
-    world = s["nproc"] * s["nnodes"]
-    if s["strategy"] == "single" and world != 1:
+
+
+def check_degrees_fit_model(s: dict[str, Any], degrees: dict[str, int]) -> None:
+    """Each given degree against the model and the data: tp divides what the family splits
+    (attention heads, Mamba's inner channels), pp is at most the layers, cp divides the
+    sequence."""
+    from greenbench.models import model_info
+
+    fam = f"{s['model.family']}/{s['model.size']}"
+    info = model_info(s["model.family"], s["model.size"])
+    from greenbench.models import FAMILIES
+
+    tp = degrees.get("tp", 1)
+    if tp > 1:
+        for what, n in FAMILIES[s["model.family"]].tensor_parallel.divides(info).items():
+            if n % tp:
+                raise SpecError(
+                    f"layout.tp={tp} does not divide the {n} {what} of {fam} "
+                    f"(each tensor-parallel rank holds whole {what})"
+                )
+    pp = degrees.get("pp", 1)
+    if pp > info.n_layers:
         raise SpecError(
-            f"strategy 'single' runs one rank; got nproc×nnodes = {world} "
-            "(use ddp or fsdp for several ranks)"
+            f"layout.pp={pp} is more than the {info.n_layers} layers of {fam} "
+            "(each pipeline stage needs at least one layer)"
         )
-    if s["data.global_batch"] % world:
+    cp = degrees.get("cp", 1)
+    if s["data.seq_len"] % cp:
         raise SpecError(
-            f"data.global_batch={s['data.global_batch']} must be divisible by the "
-            f"number of ranks ({world})"
+            f"layout.cp={cp} does not divide data.seq_len={s['data.seq_len']} "
+            "(each context-parallel rank holds an equal slice of the sequence)"
         )
-    STRATEGIES[s["strategy"]].validate(spec)
+
+
+def resolve(settings: dict[str, Any]) -> dict[str, Any]:
+    """Settings with nproc and the layout's degrees made concrete (validated on the way)."""
+    from greenbench.strategies import STRATEGIES
+
+    s = dict(settings)
+    check_values(s)
+    given = {d: s[f"layout.{d}"] for d in DEGREES if s[f"layout.{d}"] != "auto"}
+    check_degrees_fit_model(s, given)
+    cls = STRATEGIES[s["strategy"]]
+    world = None if s["nproc"] == "auto" else s["nproc"] * s["nnodes"]
+    appliers = {d: [n for n, c in STRATEGIES.items() if d in c.applies] for d in DEGREES}
+    layout = resolve_layout(
+        given,
+        world=world,
+        strategy=s["strategy"],
+        applies=cls.applies,
+        fills=cls.fills,
+        appliers=appliers,
+    )
+    if world is None:
+        if layout.world % s["nnodes"]:
+            raise SpecError(
+                f"layout {layout.text} has {layout.world} ranks, which nnodes={s['nnodes']} "
+                "cannot share equally"
+            )
+        s["nproc"] = layout.world // s["nnodes"]
+    s.update({f"layout.{d}": v for d, v in layout.degrees().items()})
+    return s
+
+
+def validate(spec: RunSpec) -> None:
+    """Check a resolved spec; raise SpecError naming the first problem."""
+    from greenbench.strategies import STRATEGIES
+
+    s = spec.settings
+    check_values(s)
+    if any(s[key] == "auto" for key in AUTO_INTS):
+        raise SpecError("validate needs a resolved spec (nproc and layout.* concrete)")
+    layout = spec.layout
+    check_degrees_fit_model(s, layout.degrees())
+    if layout.world != s["nproc"] * s["nnodes"]:
+        raise SpecError(
+            f"layout {layout.text} needs {layout.world} ranks but nproc×nnodes = "
+            f"{s['nproc'] * s['nnodes']}"
+        )
+    STRATEGIES[s["strategy"]].validate(s, layout)

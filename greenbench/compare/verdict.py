@@ -16,6 +16,8 @@ import numpy as np
 import pandas as pd
 
 from greenbench.errors import SpecError
+from greenbench.vocabulary import ALIASES, COMPARABLE_METRICS, Metric, energy_label
+from greenbench.vocabulary import METRICS as ALL_METRICS
 
 DEFAULT_DELTA = 0.05
 DEFAULT_ALPHA = 0.01
@@ -24,35 +26,8 @@ HISTORY_WINDOW = 64
 HISTORY_MIN = 3  # history results needed before a prediction interval means anything
 
 
-@dataclass(frozen=True, slots=True)
-class Metric:
-    """A stored metric and the direction in which it is better."""
-
-    column: str
-    lower_is_better: bool
-
-
-METRICS: dict[str, Metric] = {
-    "joules_per_token": Metric("joules_per_token", True),
-    "net_joules_per_token": Metric("net_joules_per_token", True),
-    "energy_j": Metric("energy_j", True),
-    "energy_net_j": Metric("energy_net_j", True),
-    "co2_g": Metric("co2_g", True),
-    "seconds": Metric("seconds", True),
-    "step_time_p50_s": Metric("step_time_p50_s", True),
-    "step_time_p95_s": Metric("step_time_p95_s", True),
-    "peak_mem_bytes": Metric("peak_mem_bytes", True),
-    "tokens_per_s": Metric("tokens_per_s", False),
-    "mfu": Metric("mfu", False),
-}
-ALIASES = {
-    "energy": "energy_j",
-    "net_energy": "energy_net_j",
-    "co2": "co2_g",
-    "step_time": "step_time_p50_s",
-    "peak_mem": "peak_mem_bytes",
-    "throughput": "tokens_per_s",
-}
+#: what `greenbench compare` can judge (the vocabulary's definitions)
+METRICS: dict[str, Metric] = {name: ALL_METRICS[name] for name in COMPARABLE_METRICS}
 SYMBOLS = {"regression": "+", "improvement": "-", "unchanged": "~", "inconclusive": "?"}
 
 
@@ -182,13 +157,6 @@ def delta_for(delta: float | Mapping[str, float], workload: str, metric: str) ->
         if key in delta:
             return float(delta[key])
     return DEFAULT_DELTA
-
-
-def energy_label(source: Any, measured: Any) -> str:
-    """``"estimate"`` or ``"<source>, measured"``: how every compared energy is tagged."""
-    if str(source) == "estimate":
-        return "estimate"
-    return f"{source}, {'measured' if bool(measured) else 'estimate'}"
 
 
 def json_safe(v: Any) -> Any:

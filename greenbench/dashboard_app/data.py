@@ -20,34 +20,14 @@ import streamlit as st
 
 from greenbench.errors import StoreError
 from greenbench.reporting.leaderboard import REPEAT_COLUMNS
-from greenbench.store import read_frame
+from greenbench.store import read_frame, views
 
 CACHE_TTL_S = 5.0
 READ_RETRIES = 6  # waits of READ_BACKOFF_S growing ×1.5 (≤ 0.5 s each): ~1.8 s in all
 READ_BACKOFF_S = 0.1
 DEFAULT_DB = "greenbench.duckdb"
 
-_RESULT_ONLY = {
-    "repeat",
-    "tokens",
-    "energy_source",
-    "energy_measured",
-    "co2_g",
-    "loss",
-    "tokens_per_s",
-    "joules_per_token",
-    "net_joules_per_token",
-    "mfu",
-    "peak_mem_bytes",
-    "wait_fraction",
-    "step_time_p50_s",
-}
-REPEATS_SQL = (
-    "SELECT "
-    + ", ".join(f"res.{c}" if c in _RESULT_ONLY else f"r.{c}" for c in REPEAT_COLUMNS)
-    + " FROM runs r JOIN results res USING (run_id) WHERE r.status = 'ok'"
-    " ORDER BY r.started_at, res.repeat"
-)
+REPEATS_SQL = views.ok_repeats_sql(REPEAT_COLUMNS)
 
 
 def retry_budget_s() -> float:
@@ -96,13 +76,10 @@ def status(db_path: Path) -> DbStatus:
     """Classify the database file, counting runs per status (raises StoreError when busy)."""
     if not db_path.exists():
         return DbStatus("missing")
-    tables = _query(
-        str(db_path),
-        "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'",
-    )
+    tables = _query(str(db_path), views.TABLE_NAMES)
     if not {"runs", "results"} <= set(tables["table_name"]):
         return DbStatus("not-greenbench")
-    counts = _query(str(db_path), "SELECT status, count(*) AS n FROM runs GROUP BY status")
+    counts = _query(str(db_path), views.STATUS_COUNTS)
     by_status = dict(zip(counts["status"], counts["n"], strict=True))
     ok = int(by_status.get("ok", 0))
     running = int(by_status.get("running", 0))
@@ -117,43 +94,25 @@ def repeats(db_path: Path) -> pd.DataFrame:
 
 def runs_of(db_path: Path, config_key: str) -> pd.DataFrame:
     """Every run (any status) of one configuration, newest first."""
-    return _query(
-        str(db_path),
-        "SELECT run_id, status, git_sha, label, energy_source, started_at, error FROM runs"
-        " WHERE config_key = ? ORDER BY started_at DESC",
-        (config_key,),
-    )
+    return _query(str(db_path), views.RUNS_OF_CONFIG, (config_key,))
 
 
 def run_record(db_path: Path, run_id: str) -> dict[str, Any] | None:
     """The `runs` row of one run as a dict, or None."""
-    df = _query(str(db_path), "SELECT * FROM runs WHERE run_id = ?", (run_id,))
+    df = _query(str(db_path), views.RUN_RECORD, (run_id,))
     return None if df.empty else df.iloc[0].to_dict()
 
 
 def run_results(db_path: Path, run_id: str) -> pd.DataFrame:
     """Every repeat of one run."""
-    return _query(
-        str(db_path),
-        "SELECT * EXCLUDE (run_id, step_times_s) FROM results WHERE run_id = ? ORDER BY repeat",
-        (run_id,),
-    )
+    return _query(str(db_path), views.RUN_RESULTS, (run_id,))
 
 
 def rank_results(db_path: Path, run_id: str) -> pd.DataFrame:
     """Per-rank rows of one run."""
-    return _query(
-        str(db_path),
-        "SELECT * EXCLUDE (run_id) FROM rank_results WHERE run_id = ? ORDER BY repeat, rank",
-        (run_id,),
-    )
+    return _query(str(db_path), views.RANK_RESULTS, (run_id,))
 
 
 def power_samples(db_path: Path, run_id: str) -> pd.DataFrame:
     """The power time series of one run (empty when the meter sampled none)."""
-    return _query(
-        str(db_path),
-        "SELECT repeat, rank, component, t_s, power_w FROM power_samples WHERE run_id = ?"
-        " ORDER BY repeat, rank, component, t_s",
-        (run_id,),
-    )
+    return _query(str(db_path), views.POWER_SAMPLES, (run_id,))

@@ -12,6 +12,8 @@ import math
 import pandas as pd
 from pandas.io.formats.style import Styler
 
+from greenbench import vocabulary
+
 ESTIMATE_NOTE = (
     "≈ … (est.) marks **estimated energy**: a TDP × utilisation model, used where no energy "
     "counter exists. It is not a measurement; compare it only with other estimates."
@@ -45,8 +47,13 @@ def fmt_ci(low: float, high: float) -> str:
 
 
 def energy_label(source: object, measured: object) -> str:
-    """'measured (rapl)' or '≈ estimate'."""
-    return f"measured ({source})" if bool(measured) else "≈ estimate"
+    """The vocabulary's label, marked '≈ estimate' when it is one."""
+    return mark_label(vocabulary.energy_label(source, measured), bool(measured))
+
+
+def mark_label(label: str, measured: bool) -> str:
+    """'≈ ' before the label of an estimate, so it is never read as a measurement."""
+    return label if measured else f"≈ {label}"
 
 
 def mark(text: str, measured: bool) -> str:
@@ -55,8 +62,14 @@ def mark(text: str, measured: bool) -> str:
 
 
 def row_ids(board: pd.DataFrame) -> pd.Series:
-    """Stable id of a board row: configuration and energy source."""
-    return board["config_key"].astype(str) + "|" + board["energy_source"].astype(str)
+    """Stable id of a board row: configuration, hardware and energy source."""
+    return (
+        board["config_key"].astype(str)
+        + "|"
+        + board["device_type"].astype(str)
+        + "|"
+        + board["energy_source"].astype(str)
+    )
 
 
 def with_labels(board: pd.DataFrame) -> pd.DataFrame:

@@ -1,5 +1,6 @@
 """Synthetic training data: a learnable token source, length distributions, packing, batches.
 
+A run's `DataPlan` makes its minibatches; strategies decide how ranks share them.
 Registries: ``LENGTH_DISTRIBUTIONS`` (lengths.py), ``COST_MODELS`` and ``ASSIGN_MODES``
 (packing.py). Adding a length distribution or cost model is one entry in its module's dict.
 """
@@ -16,11 +17,13 @@ from greenbench.data.packing import (
     step_cost,
 )
 from greenbench.data.partition import karmarkar_karp
+from greenbench.data.plan import DataPlan
 
 __all__ = [
     "ASSIGN_MODES",
     "COST_MODELS",
     "LENGTH_DISTRIBUTIONS",
+    "DataPlan",
     "MarkovSource",
     "Microbatch",
     "StepBatch",

@@ -1,6 +1,7 @@
-"""Model families and size presets: the registry, a builder and an analytic describer.
+"""Model families: the registry, a builder and an analytic describer.
 
-Adding a family is one new file defining a `ModelFamily` and one line in `FAMILIES`.
+Each family is a package keeping the contract of `greenbench.models.family.ModelFamily`; adding
+one is one new package and one line in `FAMILIES`.
 """
 
 from __future__ import annotations
@@ -9,14 +10,32 @@ import torch
 
 from greenbench.errors import SpecError
 from greenbench.models import mamba, transformer
-from greenbench.models.family import ModelFamily, ModelInfo
+from greenbench.models.family import ModelBuilder, ModelFamily, ModelInfo, TensorParallel
 
 FAMILIES: dict[str, ModelFamily] = {
     "transformer": transformer.FAMILY,
     "mamba": mamba.FAMILY,
 }
 
-__all__ = ["FAMILIES", "ModelFamily", "ModelInfo", "build_model", "model_info"]
+__all__ = [
+    "FAMILIES",
+    "ModelBuilder",
+    "ModelFamily",
+    "ModelInfo",
+    "TensorParallel",
+    "build_model",
+    "family",
+    "model_info",
+]
+
+
+def family(name: str) -> ModelFamily:
+    """The registered family ``name``; SpecError naming the choices otherwise."""
+    if name not in FAMILIES:
+        raise SpecError(
+            f"unknown model family {name!r}; choose one of: {', '.join(sorted(FAMILIES))}"
+        )
+    return FAMILIES[name]
 
 
 def _family(family: str, size: str) -> ModelFamily:
@@ -45,21 +64,19 @@ def build_model(
     vocab_size: int | None = None,
     seed: int,
     device: str | torch.device | None = None,
+    kernel: str = "auto",
 ) -> torch.nn.Module:
     """A randomly initialised causal LM of ``family`` at preset ``size``, in float32.
 
     ``torch.manual_seed(seed)`` is called right before construction, so the same (family, size,
     vocab_size, seed) gives the same weights. ``vocab_size`` overrides the preset's vocabulary
     (e.g. to match a data stream). ``device`` builds directly there (``"meta"`` builds nothing).
+    ``kernel`` picks the family's kernel backend where it has a choice (Mamba's scan).
     Raises `SpecError` for an unknown family or size.
     """
     fam = _family(family, size)
     _check_vocab(vocab_size)
-    torch.manual_seed(seed)
-    if device is None:
-        return fam.build(size, vocab_size=vocab_size)
-    with torch.device(device):
-        return fam.build(size, vocab_size=vocab_size)
+    return ModelBuilder(fam, size, seed, kernel, vocab_size).build(device)
 
 
 def model_info(family: str, size: str, *, vocab_size: int | None = None) -> ModelInfo:

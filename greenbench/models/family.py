@@ -1,15 +1,21 @@
-"""What every model family exposes: its size presets, a builder, and a pure description.
+"""The contract every model family keeps, and what a strategy receives to build a model.
 
-A family (``transformer``, ``mamba``) is one file that defines a dict of size presets, like
-torchtitan's flavours, and a `ModelFamily` bundling them. `ModelInfo` describes one (family, size)
-analytically — parameter counts and the shape numbers the FLOP formulas need — so the planner, the
-dashboard and MFU can use it without building a model.
+A family (``transformer``, ``mamba``) is one package whose `ModelFamily` bundles: size presets
+(like torchtitan's flavours); a builder; `ModelInfo`, an analytic description of a preset
+(parameter counts and the shapes the FLOP formulas need, so the planner, the dashboard and MFU
+use it without building a model); FLOPs per token; ``blocks(model)``, the repeated blocks FSDP
+wraps one by one and a pipeline cuts between; what a tensor-parallel split divides (attention
+heads, inner channels) and its plan, or the reason there is none; and its kernel backends, the
+choices of the setting that picks one (``model.scan`` for Mamba), resolved before a run starts
+so the kernel that ran is part of the run's identity.
+
+Adding a family is one new package and one line in `greenbench.models.FAMILIES`.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -49,14 +55,73 @@ class ModelInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class ModelFamily:
-    """One model family: its presets, a builder and an analytic describer.
+class TensorParallel:
+    """How a family splits over ``tp`` ranks: ``divides`` names what tp must divide and gives
+    its sizes in a preset (e.g. attention heads and KV heads); ``plan`` maps module name
+    patterns inside a block to ``"colwise"`` / ``"rowwise"`` (torch's ``parallelize_module``
+    styles), or is None with ``reason`` saying why the family has no plan yet."""
 
-    ``build(size, vocab_size=...)`` constructs a randomly initialised model on the current default
-    device (the caller seeds the RNG); ``info(size, vocab_size=...)`` returns its `ModelInfo`.
+    divides: Callable[[ModelInfo], dict[str, int]]
+    plan: Mapping[str, str] | None = None
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFamily:
+    """One model family (see the module docstring for the contract).
+
+    ``build(size, vocab_size=..., kernel=...)`` constructs a randomly initialised model on the
+    current default device (the caller seeds the RNG), with the kernel backend ``kernel`` (a
+    resolved choice); ``info(size, vocab_size=...)`` returns its `ModelInfo`.
+    ``resolve_kernel(setting, device)`` turns the family's kernel setting (``auto`` or a
+    choice) into the backend that will run on ``device`` ("cpu" or "cuda"), or raises
+    `KernelUnavailable`; families without a choice resolve to ``"none"``. ``kernels_used``
+    names every kernel a run of the family uses, for its record.
     """
 
     name: str
     presets: Mapping[str, Any]
     build: Callable[..., torch.nn.Module]
     info: Callable[..., ModelInfo]
+    flops_per_token: Callable[[ModelInfo, int], float]
+    blocks: Callable[[torch.nn.Module], list[torch.nn.Module]]
+    tensor_parallel: TensorParallel
+    kernel_choices: tuple[str, ...] = ()
+    resolve_kernel: Callable[[str, str], str] = lambda setting, device: "none"
+    fixed_kernels: Mapping[str, str] = field(default_factory=dict)
+
+    def kernels_used(self, kernel: str) -> dict[str, str]:
+        """Every kernel a run with the resolved ``kernel`` uses, by role."""
+        used = dict(self.fixed_kernels)
+        if self.kernel_choices:
+            used["scan"] = kernel
+        return used
+
+
+@dataclass(frozen=True, slots=True)
+class ModelBuilder:
+    """What a strategy receives: everything needed to build this run's model, and its blocks.
+
+    ``build(device)`` seeds torch's RNG with ``seed`` and constructs the model (``"meta"``
+    builds shapes only), so every rank and the single-process reference get the same weights.
+    """
+
+    family: ModelFamily
+    size: str
+    seed: int
+    kernel: str = "none"
+    vocab_size: int | None = None
+
+    @property
+    def info(self) -> ModelInfo:
+        return self.family.info(self.size, vocab_size=self.vocab_size)
+
+    def build(self, device: str | torch.device | None = None) -> torch.nn.Module:
+        torch.manual_seed(self.seed)
+        if device is None:
+            return self.family.build(self.size, vocab_size=self.vocab_size, kernel=self.kernel)
+        with torch.device(device):
+            return self.family.build(self.size, vocab_size=self.vocab_size, kernel=self.kernel)
+
+    def blocks(self, model: torch.nn.Module) -> list[torch.nn.Module]:
+        return self.family.blocks(model)

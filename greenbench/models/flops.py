@@ -28,50 +28,37 @@ Convolutions are left out on purpose: FlopCounterMode's ``convolution_backward``
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from greenbench.errors import SpecError
 from greenbench.models.family import ModelInfo
+from greenbench.models.mamba.flops import mamba_flops_per_token, mamba_scan_flops_per_token
+from greenbench.models.transformer.flops import transformer_flops_per_token
 
-
-def transformer_flops_per_token(info: ModelInfo, seq_len: int) -> float:
-    """``6·N_non_embedding + 12·n_layers·d_model·seq_len`` (torchtitan)."""
-    return 6.0 * info.n_params_non_embedding + 12.0 * info.n_layers * info.d_model * seq_len
-
-
-def mamba_scan_flops_per_token(info: ModelInfo) -> float:
-    """Training FLOPs of the selective scans alone: ``3·L·(9·D·n + 2·D)``."""
-    if info.d_inner is None or info.d_state is None:
-        raise SpecError(f"model {info.family}/{info.size} has no selective-scan shape")
-    d_inner, d_state = info.d_inner, info.d_state
-    return 3.0 * info.n_layers * (9.0 * d_inner * d_state + 2.0 * d_inner)
-
-
-def mamba_flops_per_token(info: ModelInfo, seq_len: int) -> float:
-    """``6·N_non_embedding`` + the selective scans; ``seq_len`` does not enter."""
-    del seq_len  # linear-time model: per-token cost is independent of sequence length
-    return 6.0 * info.n_params_non_embedding + mamba_scan_flops_per_token(info)
-
-
-FORMULAS: dict[str, Callable[[ModelInfo, int], float]] = {
-    "transformer": transformer_flops_per_token,
-    "mamba": mamba_flops_per_token,
-}
+__all__ = [
+    "flops_per_token",
+    "mamba_flops_per_token",
+    "mamba_scan_flops_per_token",
+    "measured_flops_per_token",
+    "transformer_flops_per_token",
+]
 
 
 def flops_per_token(info: ModelInfo, seq_len: int) -> float:
     """Analytic training FLOPs per token of ``info``'s model at sequence length ``seq_len``."""
     if seq_len < 1:
         raise SpecError(f"seq_len must be >= 1, got {seq_len}")
-    if info.family not in FORMULAS:
+    from greenbench.models import FAMILIES
+
+    if info.family not in FAMILIES:
         raise SpecError(
             f"no FLOP formula for model family {info.family!r}; "
-            f"known: {', '.join(sorted(FORMULAS))}"
+            f"known: {', '.join(sorted(FAMILIES))}"
         )
-    return FORMULAS[info.family](info, seq_len)
+    return FAMILIES[info.family].flops_per_token(info, seq_len)
 
 
 _MATMUL_OPS = (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm, torch.ops.aten.baddbmm)

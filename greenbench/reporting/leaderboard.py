@@ -13,38 +13,22 @@ axes is a dozen lines.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 
 from greenbench.stats import median_ci
-
-Better = Literal["max", "min"]
-
-
-@dataclass(frozen=True, slots=True)
-class Metric:
-    """A per-repeat metric the dashboard can sort, plot and compare."""
-
-    label: str
-    better: Better
-    energy: bool = False  # derived from an energy figure, so it can be an estimate
-
+from greenbench.vocabulary import (
+    LEADERBOARD_METRICS,
+    SAME_CONFIGURATION,
+    Better,
+    Metric,
+)
+from greenbench.vocabulary import METRICS as ALL_METRICS
 
 #: metrics aggregated per configuration (median with a CI; peak memory: the maximum)
-METRICS: dict[str, Metric] = {
-    "tokens_per_s": Metric("tokens/s", "max"),
-    "joules_per_token": Metric("J/token (gross)", "min", energy=True),
-    "net_joules_per_token": Metric("J/token (net of idle)", "min", energy=True),
-    "mfu": Metric("MFU", "max"),
-    "peak_mem_bytes": Metric("peak memory (bytes)", "min"),
-    "co2_g_per_mtok": Metric("CO2 g / M tokens", "min", energy=True),
-    "wait_fraction": Metric("wait fraction", "min"),
-    "step_time_p50_s": Metric("step time p50 (s)", "min"),
-    "loss": Metric("training loss (window mean)", "min"),
-}
+METRICS: dict[str, Metric] = {name: ALL_METRICS[name] for name in LEADERBOARD_METRICS}
 
 #: columns that describe a configuration (constant within a config_key)
 CONFIG_COLUMNS = (
@@ -81,7 +65,8 @@ REPEAT_COLUMNS = (
     *(m for m in METRICS if m != "co2_g_per_mtok"),
 )
 
-GROUP_KEYS = ("config_key", "energy_source", "energy_measured")
+#: one leaderboard row per "same configuration" (settings, hardware, kind of energy figure)
+GROUP_KEYS = SAME_CONFIGURATION
 
 
 def pareto_front(df: pd.DataFrame, x: str, y: str, x_better: Better, y_better: Better) -> pd.Series:
@@ -170,8 +155,7 @@ def leaderboard(
     ("mixed" when pooled over several), ``suites`` and ``latest_run_id``. Sorted by J/token.
     """
     columns = [
-        *GROUP_KEYS,
-        *CONFIG_COLUMNS,
+        *dict.fromkeys((*GROUP_KEYS, *CONFIG_COLUMNS)),
         *(c for m in METRICS for c in (m, f"{m}_ci_low", f"{m}_ci_high")),
         "n_repeats",
         "n_runs",

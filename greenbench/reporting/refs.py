@@ -19,7 +19,8 @@ from pathlib import Path
 import pandas as pd
 
 from greenbench.errors import SpecError
-from greenbench.store import read_frame
+from greenbench.store import read_frame, views
+from greenbench.vocabulary import SAME_CONFIGURATION
 
 RUN_COLUMNS = (
     "run_id",
@@ -64,33 +65,20 @@ RESULT_COLUMNS = (
     "co2_g",
     "loss",
 )
-# what a configuration is made of: results are only ever compared within one such key
-KEY_COLUMNS = (
-    "config_key",
-    "energy_source",
-    "energy_measured",
-    "device_type",
-    "nproc",
-    "nnodes",
-    "precision",
-)
+# results are only ever compared within one "same configuration"
+KEY_COLUMNS = SAME_CONFIGURATION
 _REQUIRED_IN_FILES = ("run_id", "workload", *KEY_COLUMNS)
 _STRING_IDS = ("run_id", "config_key", "git_sha", "label", "config_name")
 
-_SELECT = (
-    "SELECT "
-    + ", ".join(f"r.{c}" for c in RUN_COLUMNS)
-    + ", "
-    + ", ".join(f"x.{c}" for c in RESULT_COLUMNS)
-    + " FROM runs r JOIN results x USING (run_id) WHERE r.status = 'ok'"
-)
 _MIN_PREFIX = 4
 
 
-def query_results(db_path: str | Path, where: str = "", params: list | None = None) -> pd.DataFrame:
-    """All repeats of ok runs (optionally filtered by a SQL condition on runs ``r``)."""
-    sql = _SELECT + (f" AND ({where})" if where else "") + " ORDER BY r.started_at, x.repeat"
-    return read_frame(db_path, sql, params or [])
+def query_results(
+    db_path: str | Path, match: str | None = None, value: str | None = None
+) -> pd.DataFrame:
+    """All repeats of ok runs, or of those ``match`` (a `views.MATCHES` name) names."""
+    sql = views.ok_repeats_sql((*RUN_COLUMNS, *RESULT_COLUMNS), match)
+    return read_frame(db_path, sql, [] if match is None else [value])
 
 
 def load_ref(db_path: str | Path, ref: str) -> pd.DataFrame:
@@ -101,14 +89,13 @@ def load_ref(db_path: str | Path, ref: str) -> pd.DataFrame:
     path = Path(ref)
     if path.suffix.lower() in {".csv", ".json", ".parquet"} or path.is_file():
         return _tag(load_exported(path), "file")
-    exact = (("run", "r.run_id = ?"), ("label", "r.label = ?"), ("sha", "r.git_sha = ?"))
-    for kind, where in exact:
-        df = query_results(db_path, where, [ref])
+    for kind in ("run", "label", "sha"):
+        df = query_results(db_path, kind, ref)
         if len(df):
             return _tag(df, kind)
     if len(ref) >= _MIN_PREFIX:
-        by_run = query_results(db_path, "starts_with(r.run_id, ?)", [ref])
-        by_sha = query_results(db_path, "starts_with(r.git_sha, ?)", [ref])
+        by_run = query_results(db_path, "run_prefix", ref)
+        by_sha = query_results(db_path, "sha_prefix", ref)
         run_ids = sorted(set(by_run["run_id"]))
         shas = sorted(set(by_sha["git_sha"].dropna()))
         if len(run_ids) + len(shas) > 1:
@@ -118,11 +105,7 @@ def load_ref(db_path: str | Path, ref: str) -> pd.DataFrame:
             return _tag(by_run, "run")
         if shas:
             return _tag(by_sha, "sha")
-    failed = read_frame(
-        db_path,
-        "SELECT count(*) AS n FROM runs WHERE run_id = ? OR label = ? OR git_sha = ?",
-        [ref, ref, ref],
-    )
+    failed = read_frame(db_path, views.COUNT_RUNS_NAMED, [ref, ref, ref])
     if int(failed["n"].iloc[0]):
         raise SpecError(f"REF {ref!r} names runs but none finished ok: see `greenbench list runs`")
     raise SpecError(

@@ -30,6 +30,7 @@ import greenbench
 from greenbench.errors import StoreError
 from greenbench.reporting.leaderboard import leaderboard, pareto_front_by
 from greenbench.reporting.refs import load_ref, query_results
+from greenbench.vocabulary import energy_label
 
 _DPI = 110
 
@@ -80,11 +81,6 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     ]
     out["peak_mem_mib"] = out["peak_mem_bytes"].astype(float) / 2**20
     return out.sort_values(["workload", "energy", "jpt"], na_position="last").reset_index(drop=True)
-
-
-def energy_label(source: object, measured: object) -> str:
-    """``"measured (rapl)"`` or ``"estimate"``: how every energy figure is tagged."""
-    return f"measured ({source})" if bool(measured) else "estimate"
 
 
 def _provenance(raw: pd.DataFrame, table: pd.DataFrame) -> list[str]:

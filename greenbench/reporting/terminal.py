@@ -71,6 +71,7 @@ def listing(what: str, db_path: Path, limit: int) -> None:
             "status",
             "workload",
             "configuration",
+            "layout",
             "repeats",
             "tokens/s",
             "J/token",
@@ -86,7 +87,8 @@ def listing(what: str, db_path: Path, limit: int) -> None:
                 r.run_id,
                 r.status,
                 r.workload,
-                r.config_name,
+                escape(str(r.config_name)),
+                str(r.layout),
                 str(r.n_repeats),
                 _fmt(r.tokens_per_s_median, ",.0f"),
                 ("≈ " if estimated else "") + _fmt(r.joules_per_token_median),
@@ -114,9 +116,16 @@ def run_detail(db_path: Path, run_id: str) -> None:
     if run.get("log_path"):
         console.print(f"worker logs: {escape(run['log_path'])}")
     console.print(
-        f"device {run['device_type']} ×{run['nproc'] * run['nnodes']} "
-        f"{run['precision']}; label={run.get('label')} git={run.get('git_sha')}; "
+        f"device {escape(str(run['device_type']))} ×{run['nproc'] * run['nnodes']} "
+        f"{run['precision']}; label={escape(str(run.get('label')))} git={run.get('git_sha')}; "
         f"peak {_fmt(run.get('peak_flops'))} FLOP/s ({run.get('peak_flops_source')})"
+    )
+    kernels = run.get("kernels") or {}
+    quota = {True: "on", False: "off"}.get(run.get("rank_cpu_quota"), "—")
+    console.print(
+        f"layout {run['layout']} ({run['strategy']}); kernels "
+        + (", ".join(f"{k}={v}" for k, v in sorted(kernels.items())) or "—")
+        + f"; rank CPU quota {quota}"
     )
     config = run["config"] if isinstance(run["config"], dict) else json.loads(run["config"])
     console.print("settings: " + ", ".join(f"{k}={v}" for k, v in config["settings"].items()))
@@ -152,6 +161,24 @@ def run_detail(db_path: Path, run_id: str) -> None:
                 _fmt(r["wait_fraction"], ".1%"),
                 _fmt(r["co2_g"], ".3g"),
                 r.get("energy_note") or "",
+            )
+        console.print(table)
+    comm = run.get("comm_records", [])
+    if comm:
+        table = Table(
+            "repeat", "rank", "dim", "op", "calls", "MiB", "seconds", "waiting s",
+            title="communication",
+        )  # fmt: skip
+        for c in comm:
+            table.add_row(
+                str(c["repeat"]),
+                str(c["rank"]),
+                c["dim"],
+                c["op"],
+                str(c["calls"]),
+                _fmt(c["bytes"] / 2**20, ",.2f"),
+                _fmt(c["seconds"], ".3f"),
+                _fmt(c["wait_s"], ".3f"),
             )
         console.print(table)
     ranks = run.get("rank_results", [])

@@ -9,7 +9,7 @@ the launcher (``PR_SET_PDEATHSIG``), so even a SIGKILLed launcher leaves no orph
 
 from __future__ import annotations
 
-import ctypes
+import contextlib
 import json
 import os
 import re
@@ -18,26 +18,16 @@ import signal
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from greenbench.errors import WorkerFailed
 from greenbench.results import RankResult
-from greenbench.spec import RunSpec
-
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(sig: int = signal.SIGTERM) -> None:
-    """Ask Linux to send ``sig`` to this process when its parent exits (no-op elsewhere)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    except OSError:
-        pass
+from greenbench.running.cpu_quota import RankQuotas
+from greenbench.running.process import die_with_parent
+from greenbench.vocabulary import RunSpec
 
 
 def threads_per_rank(nproc: int) -> int:
@@ -113,8 +103,13 @@ def execute(
         env["OMP_NUM_THREADS"] = str(threads_per_rank(spec.settings["nproc"]))
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONFAULTHANDLER"] = "1"  # a native crash prints every thread's Python stack
+        warnings: list[str] = []
         log = out / "worker.log"
-        with log.open("wb") as log_f:
+        with rank_quotas(spec) as quotas, log.open("wb") as log_f:
+            if quotas is not None:
+                env.update(quotas.env())
+                if quotas.warning:
+                    warnings.append(quotas.warning)
             proc = subprocess.Popen(
                 worker_command(spec, spec_file, out, rdzv),
                 stdout=log_f,
@@ -137,16 +132,19 @@ def execute(
                 kill_group(proc)
                 raise
             kill_group(proc)  # a rank torchrun left behind, if any
+        if quotas is not None and quotas.warning and quotas.warning not in warnings:
+            warnings.append(quotas.warning)  # e.g. a group that could not be removed
+        warnings += [f.read_text().strip() for f in sorted(out.glob("warning-rank*.txt"))]
         results = out / "results.json"
         if results.exists():
             ranks = [RankResult.from_dict(d) for d in json.loads(results.read_text())]
             if code == 0:
-                return Execution(ranks)
+                return Execution(ranks, warnings)
             why = first_error(out, code, log)
-            warning = f"{why} (after the results were gathered; they are kept)"
-            return Execution(ranks, [warning], keep(out, keep_logs))
+            warnings.append(f"{why} (after the results were gathered; they are kept)")
+            return Execution(ranks, warnings, keep(out, keep_logs))
         if code == 0 and rdzv and rdzv.get("node_rank"):
-            return Execution([])  # another node: global rank 0 gathered these ranks' results
+            return Execution([], warnings)  # another node: rank 0 gathered these ranks' results
         message = first_error(out, code, log)
         rank = failed_rank_of(message)
         raise WorkerFailed(
@@ -155,6 +153,17 @@ def execute(
             tail=tail_of(rank_log(out, rank) or log),
             log_dir=keep(out, keep_logs),
         )
+
+
+@contextlib.contextmanager
+def rank_quotas(spec: RunSpec) -> Iterator[RankQuotas | None]:
+    """This node's per-rank CPU quota groups while the configuration runs, when the spec's
+    resolved ``emulate.rank_cpu_quota`` is on (None otherwise); removed on every exit path."""
+    if spec.settings["emulate.rank_cpu_quota"] != "on":
+        yield None
+        return
+    with RankQuotas(spec.settings["nproc"]) as quotas:
+        yield quotas
 
 
 def keep(out: Path, dest: Path | None) -> str | None:

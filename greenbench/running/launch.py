@@ -12,14 +12,15 @@ import datetime as dt
 import json
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from greenbench.errors import DeviceUnavailable, GreenbenchError, WorkerFailed
+from greenbench.errors import GreenbenchError, WorkerFailed
 from greenbench.results import RunOutcome
 from greenbench.running.execute import execute, failed_rank_of, threads_per_rank
-from greenbench.spec import RunSpec
+from greenbench.running.resolve import resolve_spec
+from greenbench.vocabulary import RunSpec
 
 
 @dataclass(slots=True)
@@ -36,48 +37,24 @@ class RunSummary:
         return sum(s != "ok" for s in self.statuses)
 
 
-def resolve_device(spec: RunSpec) -> RunSpec:
-    """Turn ``auto`` device and precision into concrete values; fail if cuda is asked and absent."""
-    import torch
-
-    s = dict(spec.settings)
-    has_cuda = torch.cuda.is_available()
-    if s["device"] == "auto":
-        s["device"] = "cuda" if has_cuda else "cpu"
-    if s["device"] == "cuda":
-        if not has_cuda:
-            raise DeviceUnavailable(
-                "--device cuda was asked but torch sees no CUDA device here "
-                "(CPU-only torch build or no GPU); use --device cpu"
-            )
-        if s["nproc"] > torch.cuda.device_count():
-            raise DeviceUnavailable(
-                f"nproc={s['nproc']} but only {torch.cuda.device_count()} "
-                "CUDA device(s) are visible"
-            )
-    if s["precision"] == "auto":
-        s["precision"] = "bf16" if s["device"] == "cuda" else "fp32"
-    return replace(spec, settings=s)
-
-
 def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
     """(peak FLOP/s per device, where it came from, device type name) for MFU."""
-    from greenbench import hardware
+    from greenbench.hardware import cpu_peak, gpus, machine
 
     s = spec.settings
     if s["device"] == "cuda":
         import torch
 
         name = torch.cuda.get_device_name(0)
-        found = hardware.gpu_peak_flops(name, s["precision"])
+        found = gpus.gpu_peak_flops(name, s["precision"])
         if found is None:
             return None, None, name
         return found[0], found[1], name
     import torch
 
     dtype = torch.bfloat16 if s["precision"] == "bf16" else torch.float32
-    peak = hardware.cpu_gemm_peak_flops(threads_per_rank(s["nproc"]), dtype)
-    return peak, "cpu-gemm-calibration", f"cpu:{hardware.cpu_model()}"
+    peak = cpu_peak.cpu_gemm_peak_flops(threads_per_rank(s["nproc"]), dtype)
+    return peak, cpu_peak.CPU_GEMM_SOURCE, f"cpu:{machine.cpu_model()}"
 
 
 def run_row(
@@ -87,9 +64,12 @@ def run_row(
     fingerprint: dict[str, Any],
     carbon: tuple[float, str],
 ) -> dict[str, Any]:
+    from greenbench.models import FAMILIES
     from greenbench.store import config_key
 
     s = spec.settings
+    layout = spec.layout
+    kernels = FAMILIES[s["model.family"]].kernels_used(s["model.scan"])
     return {
         "run_id": run_id,
         "suite": spec.suite,
@@ -100,7 +80,10 @@ def run_row(
         "model_family": s["model.family"],
         "model_size": s["model.size"],
         "strategy": s["strategy"],
-        "layout": f"dp{s['nproc'] * s['nnodes']}" if s["strategy"] != "single" else "dp1",
+        "layout": layout.text,
+        **layout.degrees(),
+        "kernels": json.dumps(kernels, sort_keys=True),
+        "rank_cpu_quota": s["emulate.rank_cpu_quota"] == "on",
         "device": s["device"],
         "device_type": device_type,
         "nproc": s["nproc"],
@@ -161,17 +144,19 @@ def run_specs(
     label in the database are skipped (reported as ``skipped``), so an interrupted suite can be
     finished without repeating what was stored.
     """
-    from greenbench import hardware
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
+    from greenbench.hardware.fingerprint import fingerprint as machine_fingerprint
     from greenbench.metrics import aggregate_repeat
+    from greenbench.running.cpu_quota import sweep_stale
     from greenbench.store import Store, config_key, new_run_id
 
     emit = on_event or (lambda *_: None)
-    specs = [resolve_device(sp) for sp in specs]
+    specs = [resolve_spec(sp) for sp in specs]
+    sweep_stale()  # quota groups a killed launcher left behind
     if rdzv and rdzv.get("node_rank"):
         return follow_specs(specs, rdzv, emit)
     store = Store(db_path)  # validates the file before any run starts
-    fingerprint = hardware.fingerprint()
+    fingerprint = machine_fingerprint()
     idle = IdlePower()
     summary = RunSummary()
     done = finished_configs(db_path) if resume else set()
@@ -275,11 +260,11 @@ def follow_specs(
 
 def finished_configs(db_path: Path) -> set[tuple[str, str | None]]:
     """(config_key, label) of every run stored with status ok."""
-    from greenbench.store import read_frame
+    from greenbench.store import read_frame, views
 
     if not Path(db_path).exists():
         return set()
-    frame = read_frame(db_path, "SELECT DISTINCT config_key, label FROM runs WHERE status = 'ok'")
+    frame = read_frame(db_path, views.FINISHED_CONFIGS)
     return {
         (r.config_key, None if r.label is None or r.label != r.label else r.label)
         for r in frame.itertuples()

@@ -10,7 +10,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from greenbench.running.launch import RunSummary, install_interrupt_handlers, run_specs
-from greenbench.spec import RunSpec
+from greenbench.vocabulary import RunSpec
 
 
 def run_with_progress(

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from greenbench.results import CommRecord
+
 if TYPE_CHECKING:
     from greenbench.data.batches import StepBatch
     from greenbench.models import ModelInfo
@@ -74,3 +76,38 @@ def split_blocked(per_rank: list[list[float]]) -> list[tuple[float, float]]:
         (math.fsum(floors), math.fsum(t - f for t, f in zip(times, floors, strict=True)))
         for times in per_rank
     ]
+
+
+def settle_calls(
+    per_rank: list[list[tuple[str, str, int, float, bool]]], rank: int
+) -> tuple[list[CommRecord], float, float]:
+    """This rank's communication records for a window, and its transfer and waiting seconds.
+
+    ``per_rank[r]`` lists rank r's calls in issue order as (dim, op, bytes, seconds, waits).
+    Calls that ``waits`` (barriers) are waiting through and through. The others are split as in
+    `split_blocked` (the shortest of the ranks' times for a call is transfer, the rest waiting)
+    when every rank issued the same sequence of them, as collectives are; otherwise they count
+    as transfer (waiting is never invented).
+    """
+    blocking = [[c for c in calls if not c[4]] for calls in per_rank]
+    aligned = len({tuple((c[0], c[1]) for c in calls) for calls in blocking}) == 1
+    floors = (
+        [min(times) for times in zip(*([c[3] for c in calls] for calls in blocking), strict=True)]
+        if aligned
+        else []
+    )
+    groups: dict[tuple[str, str], tuple[int, int, float, float]] = {}
+    transfer = waiting = 0.0
+    k = 0
+    for dim, op, nbytes, seconds, waits in per_rank[rank]:
+        if waits:
+            waited = seconds
+        else:
+            waited = seconds - floors[k] if aligned else 0.0
+            k += 1
+        transfer += seconds - waited
+        waiting += waited
+        calls, moved, total, waited_sum = groups.get((dim, op), (0, 0, 0.0, 0.0))
+        groups[(dim, op)] = (calls + 1, moved + nbytes, total + seconds, waited_sum + waited)
+    records = [CommRecord(dim, op, *totals) for (dim, op), totals in groups.items()]
+    return records, transfer, waiting

@@ -22,15 +22,17 @@ import sys
 import time
 import traceback
 from pathlib import Path
+from typing import Any
 
 import torch
 
-from greenbench.results import RankResult
-from greenbench.running.execute import die_with_parent
-from greenbench.running.window import WindowTally, batch_flops, split_blocked
-from greenbench.spec import RunSpec
+from greenbench.comm import CommRecorder
+from greenbench.results import CommRecord, RankResult
+from greenbench.running.process import die_with_parent, exit_now
+from greenbench.running.window import WindowTally, batch_flops, settle_calls
 from greenbench.strategies import STRATEGIES, DistContext
 from greenbench.strategies.base import synchronize
+from greenbench.vocabulary import RunSpec
 
 
 def dist_context(device: str, precision: str) -> DistContext:
@@ -74,42 +76,29 @@ def peak_memory_bytes(device: torch.device) -> int:
 
 def run_rank(spec: RunSpec) -> list[RankResult]:
     """Train this rank for warm-up plus ``repeats`` measured windows; return one result each."""
-    from greenbench.data import MarkovSource, make_step_batches
+    from greenbench.data import DataPlan
     from greenbench.energy import select_meter
-    from greenbench.models import build_model, model_info
+    from greenbench.models import FAMILIES, ModelBuilder
+    from greenbench.running.mesh import build_mesh
 
     s = spec.settings
     ctx = dist_context(s["device"], s["precision"])
-    torch.manual_seed(s["seed"])
-    info = model_info(s["model.family"], s["model.size"])
-    model = build_model(s["model.family"], s["model.size"], seed=s["seed"]).to(ctx.device)
-    strategy = STRATEGIES[s["strategy"]](ctx)
-    model = strategy.wrap(model)
+    layout = spec.layout
+    builder = ModelBuilder(FAMILIES[s["model.family"]], s["model.size"], s["seed"], s["model.scan"])
+    info = builder.info
+    mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
+    comm = CommRecorder(ctx.device)
+    strategy = STRATEGIES[s["strategy"]](ctx, mesh, comm, layout)
+    model = strategy.apply(builder)
     model.train()
     optimizer = torch.optim.AdamW(model.parameters(), lr=s["train.lr"])
-    source = MarkovSource(vocab_size=info.vocab_size, seed=s["seed"])
-
-    def batch_for(step: int):
-        batches = make_step_batches(
-            step,
-            source=source,
-            lengths=s["data.lengths"],
-            seq_len=s["data.seq_len"],
-            global_batch=s["data.global_batch"],
-            micro_batch=s["data.micro_batch"],
-            world_size=ctx.world_size,
-            mode=s["data.balance"],
-            cost_model=s["data.cost_model"],
-            scale=s["data.scale"],
-            seed=s["seed"],
-        )
-        return batches[ctx.rank]
+    plan = DataPlan.from_settings(s, info.vocab_size)
 
     step = 0
     warm_times = []
     for _ in range(s["train.warmup_steps"]):
         t0 = time.perf_counter()
-        strategy.train_step(model, optimizer, batch_for(step))
+        strategy.train_step(model, optimizer, strategy.batch(plan, step))
         warm_times.append(time.perf_counter() - t0)
         step += 1
     n_steps = steps_per_window(s, warm_times, ctx)
@@ -124,9 +113,9 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
     results = []
     try:
         for repeat in range(s["repeats"]):
-            batches = [batch_for(step + i) for i in range(n_steps)]
+            batches = [strategy.batch(plan, step + i) for i in range(n_steps)]
             step += n_steps
-            strategy.take_collective_times()  # drop what warm-up and earlier windows timed
+            comm.take()  # drop what warm-up and earlier windows recorded
             reset_peak_memory(ctx.device)
             tally = WindowTally()
             synchronize(ctx.device)
@@ -143,7 +132,7 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
             synchronize(ctx.device)
             seconds = time.perf_counter() - window_start
             window = meter.end()
-            split_collective_time(tally, strategy.take_collective_times(), ctx)
+            records = settle_communication(tally, comm, ctx)
             if window is not None and seconds < s["train.min_window_s"]:
                 window = flag_short(window, seconds, s["train.min_window_s"])
             results.append(
@@ -163,11 +152,34 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
                     loss=tally.mean_loss,
                     n_microbatches=tally.n_microbatches,
                     energy=window,
+                    comm=tuple(records),
                 )
             )
     finally:
         meter.close()
     return results
+
+
+def settle_communication(
+    tally: WindowTally, comm: CommRecorder, ctx: DistContext
+) -> list[CommRecord]:
+    """This window's communication records, with the tally's split made from them: every
+    rank's calls are exchanged (after the window closed: that is not part of what is measured),
+    each call split into transfer and waiting (`settle_calls`), and the step time not spent in
+    either is compute."""
+    calls = [(c.dim, c.op, c.nbytes, c.seconds, c.waits) for c in comm.take()]
+    per_rank: list[Any] = [calls]
+    rank = 0
+    if ctx.distributed:
+        import torch.distributed as dist
+
+        per_rank = [None] * ctx.world_size
+        dist.all_gather_object(per_rank, calls)
+        rank = ctx.rank
+    records, transfer, waiting = settle_calls(per_rank, rank)
+    tally.comm_s, tally.wait_s = transfer, waiting
+    tally.compute_s = math.fsum(tally.step_times_s) - transfer - waiting
+    return records
 
 
 def steps_per_window(s: dict, warm_times: list[float], ctx: DistContext) -> int:
@@ -206,20 +218,6 @@ def inject_faults(s: dict, rank: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
     if s["debug.oom_rank"] == rank:
         torch.empty(1 << 46, dtype=torch.uint8)  # 64 TiB: the allocator refuses, as in a real OOM
-
-
-def split_collective_time(tally: WindowTally, blocked: list[float], ctx: DistContext) -> None:
-    """Move the waiting hidden in this window's collectives from comm_s to wait_s (after the
-    window closed: exchanging the ranks' timings is not part of what is measured)."""
-    if not ctx.distributed:
-        return
-    import torch.distributed as dist
-
-    per_rank: list = [None] * ctx.world_size
-    dist.all_gather_object(per_rank, blocked)
-    transfer, waiting = split_blocked(per_rank)[ctx.rank]
-    tally.comm_s += transfer - math.fsum(blocked)  # comm_s held the whole blocked time
-    tally.wait_s += waiting
 
 
 def burn(seconds: float, device: torch.device) -> float:
@@ -261,6 +259,7 @@ def main(argv: list[str] | None = None) -> int:
     spec = RunSpec.from_dict(json.loads(args.spec.read_text()))
     rank = int(os.environ.get("RANK", 0))
     die_with_parent()
+    join_quota(args.out, rank)
     try:
         import torch.distributed as dist
 
@@ -295,26 +294,16 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-def exit_now(code: int) -> None:
-    """End this rank's process with ``code`` without running interpreter finalization.
+def join_quota(out: Path, rank: int) -> None:
+    """Move this rank into its CPU-quota group when the launcher made one; a rank that cannot
+    leaves a warning the launcher stores with the run."""
+    from greenbench.running.cpu_quota import join_rank_group
 
-    Why: ``destroy_process_group`` does not join gloo's worker threads (torch 2.13), and such a
-    thread can still be releasing the last collective's work object, whose tensors hold Python
-    objects, when the main thread returns. Releasing them needs the GIL; a thread that asks for
-    the GIL while the interpreter finalizes is ended with ``pthread_exit``, whose unwinding
-    through a ``noexcept`` C++ frame calls ``std::terminate``: "terminate called without an
-    active exception", SIGABRT, after the results were already gathered (seen in about one
-    FSDP run in ten on a 2-core machine; the core dump shows ``ProcessGroupGloo::runLoop`` →
-    ``~AsyncGatherWork`` → ``take_gil`` → ``pthread_exit`` beside ``Py_FinalizeEx``). Every
-    file this worker writes is complete (written and renamed) and its meters are closed before
-    this point, so nothing is lost by skipping finalization: only the race goes.
-    """
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):
-            pass
-    os._exit(code)
+    problem = join_rank_group(int(os.environ.get("LOCAL_RANK", 0)))
+    if problem:
+        (out / f"warning-rank{rank}.txt").write_text(
+            f"rank {rank} ran without its CPU quota: {problem}"
+        )
 
 
 if __name__ == "__main__":

@@ -25,21 +25,17 @@ from greenbench.store.queries import (
 from greenbench.store.writer import (
     FINAL_STATUSES,
     MIGRATIONS,
-    NON_IDENTITY_KEYS,
-    NON_IDENTITY_PREFIXES,
     RUN_STATUSES,
     SCHEMA_VERSION,
     Store,
-    config_key,
     new_run_id,
 )
+from greenbench.vocabulary import config_key
 
 __all__ = [
     "EXPORT_FORMATS",
     "FINAL_STATUSES",
     "MIGRATIONS",
-    "NON_IDENTITY_KEYS",
-    "NON_IDENTITY_PREFIXES",
     "RUN_STATUSES",
     "SCHEMA_VERSION",
     "Store",

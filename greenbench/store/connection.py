@@ -14,7 +14,7 @@ import pandas as pd
 
 from greenbench.errors import StoreError
 
-_JSON_COLUMNS = ("config", "hardware", "versions", "step_times_s", "warnings")
+_JSON_COLUMNS = ("config", "hardware", "versions", "step_times_s", "warnings", "kernels")
 _DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 
 T = TypeVar("T")

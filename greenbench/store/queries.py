@@ -74,6 +74,12 @@ def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
         run["rank_results"] = _fetch_dicts(
             con, "SELECT * FROM rank_results WHERE run_id = ? ORDER BY repeat, rank", [rid]
         )
+        run["comm_records"] = _fetch_dicts(
+            con,
+            "SELECT * EXCLUDE (run_id) FROM comm_records WHERE run_id = ?"
+            " ORDER BY repeat, rank, dim, op",
+            [rid],
+        )
         return run
 
     return _read(Path(db_path), query, timeout_s=8.0)

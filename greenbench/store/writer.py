@@ -3,12 +3,12 @@ their results written in short transactions; plus the identity of a configuratio
 
 from __future__ import annotations
 
-import hashlib
+import importlib
 import json
 import os
 import secrets
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from importlib import resources
@@ -21,58 +21,38 @@ import pandas as pd
 from greenbench.errors import StoreError
 from greenbench.results import RunOutcome
 from greenbench.store.connection import _JSON_COLUMNS, _check_duckdb_file, _connect, _read
+from greenbench.vocabulary import config_key
+
+Migration = str | Callable[[duckdb.DuckDBPyConnection], None]
 
 
-def _load_migrations() -> dict[int, str]:
-    """``migrations/NNNN_name.sql`` takes a database from version NNNN − 1 to NNNN."""
-    found: dict[int, str] = {}
+def _load_migrations() -> dict[int, Migration]:
+    """``migrations/NNNN_name.sql`` (SQL) or ``NNNN_name.py`` (its ``apply(con)``, for what SQL
+    alone cannot do) takes a database from version NNNN − 1 to NNNN."""
+    found: dict[int, Migration] = {}
     for entry in resources.files("greenbench.store").joinpath("migrations").iterdir():
         name = entry.name
-        if name.endswith(".sql") and name[:4].isdigit():
+        if not name[:4].isdigit():
+            continue
+        if name.endswith(".sql"):
             found[int(name[:4]) - 1] = entry.read_text()
+        elif name.endswith(".py"):
+            module = importlib.import_module(f"greenbench.store.migrations.{name[:-3]}")
+            found[int(name[:4]) - 1] = module.apply
     return dict(sorted(found.items()))
 
 
-#: SQL taking a database from version N (the key) to N + 1, applied in one transaction
-MIGRATIONS: dict[int, str] = _load_migrations()
+#: what takes a database from version N (the key) to N + 1, applied in one transaction
+MIGRATIONS: dict[int, Migration] = _load_migrations()
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
 RUN_STATUSES = ("running", "ok", "failed", "interrupted")
 FINAL_STATUSES = ("ok", "failed", "interrupted")
 
-#: config fields that do not define *what* is measured (how often, under which name, in which
-#: suite, with which timeout or test instrumentation), so not part of ``config_key``. The seed
-#: is part of it: another seed is another data stream and another initialisation.
-NON_IDENTITY_KEYS = frozenset({"repeats", "label", "suite", "timeout_s", "energy.idle_s"})
-NON_IDENTITY_PREFIXES = ("debug.",)
-
 
 def new_run_id() -> str:
     """A fresh run id: 12 random hex characters."""
     return secrets.token_hex(6)
-
-
-def config_key(config: dict[str, Any]) -> str:
-    """Stable 16-hex-char hash of a configuration: what makes two runs "the same config".
-
-    Canonical JSON (sorted keys, no whitespace) of ``config`` with ``NON_IDENTITY_KEYS`` and
-    ``debug.*`` removed at every nesting level, so ``RunSpec.to_dict()`` (settings nested) and
-    ``RunSpec.identity()`` (already reduced) hash alike when they describe the same settings.
-    """
-
-    def strip(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {
-                str(k): strip(v)
-                for k, v in value.items()
-                if k not in NON_IDENTITY_KEYS and not str(k).startswith(NON_IDENTITY_PREFIXES)
-            }
-        if isinstance(value, (list, tuple)):
-            return [strip(v) for v in value]
-        return value
-
-    canonical = json.dumps(strip(config), sort_keys=True, separators=(",", ":"), default=str)
-    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
 def _utcnow() -> datetime:
@@ -260,6 +240,11 @@ class Store:
             for r in outcome.repeats
         ]
         ranks = [_rank_row(run_id, r) for r in outcome.ranks]
+        comm = [
+            (run_id, r.repeat, r.rank, c.dim, c.op, c.calls, c.bytes, c.seconds, c.wait_s)
+            for r in outcome.ranks
+            for c in r.comm
+        ]
         samples = pd.DataFrame(
             [
                 (run_id, r.repeat, r.rank, s.t_s, s.power_w, s.component)
@@ -275,7 +260,7 @@ class Store:
         hardware = json.dumps(outcome.hardware, sort_keys=True) if outcome.hardware else None
         with self._transaction() as con:
             self._require_run(con, run_id)
-            for table in ("results", "rank_results", "power_samples"):
+            for table in ("results", "rank_results", "power_samples", "comm_records"):
                 con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
             for table, rows in (("results", results), ("rank_results", ranks)):
                 if rows:
@@ -285,6 +270,12 @@ class Store:
                         f"VALUES ({', '.join('?' * len(cols))})",
                         [[row[c] for c in cols] for row in rows],
                     )
+            if comm:
+                con.executemany(
+                    "INSERT INTO comm_records (run_id, repeat, rank, dim, op, calls, bytes, "
+                    "seconds, wait_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    comm,
+                )
             if len(samples):
                 con.register("_greenbench_samples", samples)
                 cols = ", ".join(samples.columns)
@@ -328,7 +319,11 @@ def _apply_migrations(con: duckdb.DuckDBPyConnection, from_version: int) -> None
     for version in range(from_version, SCHEMA_VERSION):
         if version not in MIGRATIONS:
             raise StoreError(f"no migration from schema version {version} to {version + 1}")
-        con.execute(MIGRATIONS[version])
+        step = MIGRATIONS[version]
+        if isinstance(step, str):
+            con.execute(step)
+        else:
+            step(con)
         con.execute("INSERT INTO schema_version VALUES (?, ?)", [version + 1, _utcnow()])
 
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from greenbench.strategies.base import DistContext, StepTimes, Strategy
+from greenbench.strategies.base import DataParallel, DistContext, StepTimes, Strategy
 from greenbench.strategies.ddp import DDP
 from greenbench.strategies.fsdp import FSDP
 from greenbench.strategies.single import Single
 
 STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (Single, DDP, FSDP)}
 
-__all__ = ["STRATEGIES", "DistContext", "StepTimes", "Strategy"]
+__all__ = ["STRATEGIES", "DataParallel", "DistContext", "StepTimes", "Strategy"]

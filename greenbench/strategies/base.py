@@ -1,8 +1,15 @@
-"""The interface every parallel strategy implements, and the shared training step.
+"""The contract every parallel strategy keeps, and the shared training step.
 
-A strategy wraps a model for its layout and decides, per microbatch, whether gradients are
-synchronised. The step itself (forward, loss over the whole minibatch's tokens, backward,
-optimizer) is shared so that every strategy is measured doing the same arithmetic.
+A strategy receives the model builder, its rank's context, the run's device mesh (named
+dimensions, one per layout degree above 1) and a communication recorder. It builds the model and
+applies itself (`Strategy.apply`), says which part of each minibatch its rank trains on
+(`Strategy.batch`, from the run's `DataPlan`), and runs optimizer steps. Data-parallel
+strategies split every minibatch over their data-parallel ranks (`DataParallel`); a pipeline or a
+skip schedule would assign data its own way. Every collective or point-to-point call a strategy
+makes goes through the recorder (`greenbench.comm`).
+
+The step itself (forward, loss over the whole minibatch's tokens, backward, optimizer) is shared
+so that every strategy is measured doing the same arithmetic.
 
 Loss normalisation: each microbatch contributes sum(token losses) / global_tokens, where
 global_tokens counts the real tokens of the whole minibatch over all ranks. Data-parallel
@@ -18,16 +25,21 @@ import inspect
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 
+from greenbench.comm import CommRecorder
+from greenbench.vocabulary import Layout
+
 if TYPE_CHECKING:
-    from greenbench.data.batches import Microbatch, StepBatch
-    from greenbench.spec import RunSpec
+    from torch.distributed.device_mesh import DeviceMesh
+
+    from greenbench.data import DataPlan, Microbatch, StepBatch
+    from greenbench.models import ModelBuilder
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,30 +73,46 @@ def synchronize(device: torch.device) -> None:
 
 
 class Strategy(ABC):
-    """A way of spreading training over ranks. Register subclasses in ``STRATEGIES``."""
+    """A way of spreading training over ranks. Register subclasses in ``STRATEGIES``.
+
+    ``applies`` names the layout degrees the strategy can apply (any other must be 1) and
+    ``fills`` the degree that takes the ranks the others leave (None: one rank); the spec
+    resolves a run's layout from them (`greenbench.vocabulary.resolve_layout`).
+    """
 
     name: ClassVar[str]
+    applies: ClassVar[frozenset[str]] = frozenset()
+    fills: ClassVar[str | None] = None
 
-    def __init__(self, ctx: DistContext) -> None:
+    def __init__(
+        self,
+        ctx: DistContext,
+        mesh: DeviceMesh | None = None,
+        comm: CommRecorder | None = None,
+        layout: Layout | None = None,
+    ) -> None:
         self.ctx = ctx
-        #: seconds this rank spent blocked in each timed collective, in issue order (strategies
-        #: whose collectives are synchronous here append to it; see `take_collective_times`)
-        self.collective_s: list[float] = []
-
-    def take_collective_times(self) -> list[float]:
-        """The timed collectives since the last call, in order; the list starts anew."""
-        out = list(self.collective_s)
-        self.collective_s.clear()  # in place: timed collectives hold a reference to this list
-        return out
+        self.mesh = mesh
+        self.comm = comm if comm is not None else CommRecorder(ctx.device)
+        self.layout = layout if layout is not None else self.default_layout(ctx.world_size)
 
     @classmethod
-    def validate(cls, spec: RunSpec) -> None:
-        """Raise SpecError for a setting this strategy cannot run (none by default)."""
+    def default_layout(cls, world: int) -> Layout:
+        """The layout of ``world`` ranks when nothing else is given."""
+        return Layout(**{cls.fills: world}) if cls.fills else Layout()
+
+    @classmethod
+    def validate(cls, settings: Mapping[str, Any], layout: Layout) -> None:
+        """Raise SpecError for settings this strategy cannot run with (none by default)."""
         return None
 
     @abstractmethod
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        """Return the model prepared for this layout (moved to the device by the caller)."""
+    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
+        """Build the model on this rank's device and prepare it for the layout."""
+
+    @abstractmethod
+    def batch(self, plan: DataPlan, step: int) -> StepBatch:
+        """What this rank trains on in optimizer step ``step``."""
 
     @contextlib.contextmanager
     def microbatch(self, model: torch.nn.Module, last: bool) -> Iterator[None]:
@@ -104,10 +132,14 @@ class Strategy(ABC):
         optimizer: torch.optim.Optimizer,
         batch: StepBatch,
     ) -> tuple[float, StepTimes]:
-        """One optimizer step over this rank's microbatches; returns (summed loss, times)."""
+        """One optimizer step over this rank's microbatches; returns (summed loss, times).
+
+        ``times`` splits the step by the communication recorded during it; on CUDA, where
+        calls are timed by events read after the window, it holds the step's whole time as
+        compute and the window's records split it afterwards."""
         times = StepTimes()
         device = self.ctx.device
-        timed_before = len(self.collective_s)
+        mark = self.comm.mark()
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         scale = self.loss_scale(batch.global_tokens)
@@ -115,18 +147,19 @@ class Strategy(ABC):
         count = len(batch.microbatches)
         for i, mb in enumerate(batch.microbatches):
             if self.wait_point(i, count):
-                times.wait_s += self.barrier()
+                self.barrier()
             with self.microbatch(model, last=i == count - 1):
                 loss = self.microbatch_loss(model, mb)
                 (loss * scale).backward()
             loss_sum += loss.detach()
         if self.wait_point(count, count):
-            times.wait_s += self.barrier()
+            self.barrier()
         optimizer.step()
         synchronize(device)
         total = time.perf_counter() - start
-        # time blocked in collectives, split into transfer and waiting after the window
-        times.comm_s = math.fsum(self.collective_s[timed_before:])
+        calls = [c for c in self.comm.since(mark) if c.events is None]
+        times.wait_s = math.fsum(c.seconds for c in calls if c.waits)
+        times.comm_s = math.fsum(c.seconds for c in calls if not c.waits)
         times.compute_s = total - times.wait_s - times.comm_s
         return float(loss_sum), times
 
@@ -151,7 +184,7 @@ class Strategy(ABC):
         )
 
     def barrier(self) -> float:
-        """Meet the other ranks; return the seconds spent waiting."""
+        """Meet the other ranks (recorded as waiting on the world group); return the seconds."""
         if not self.ctx.distributed:
             return 0.0
         import torch.distributed as dist
@@ -159,7 +192,36 @@ class Strategy(ABC):
         synchronize(self.ctx.device)
         t0 = time.perf_counter()
         dist.barrier()
-        return time.perf_counter() - t0
+        seconds = time.perf_counter() - t0
+        self.comm.add("world", "barrier", 0, seconds, waits=True)
+        return seconds
+
+
+class DataParallel(Strategy):
+    """A strategy whose data-parallel ranks each train on their own part of every minibatch
+    (the parts ``DataPlan`` makes for ``layout.dp`` ranks)."""
+
+    @classmethod
+    def validate(cls, settings: Mapping[str, Any], layout: Layout) -> None:
+        from greenbench.data import DataPlan
+
+        DataPlan.check_split(settings["data.global_batch"], layout.dp)
+
+    @property
+    def dp_rank(self) -> int:
+        """This rank's index among the data-parallel ranks (row-major over the dp dims)."""
+        if self.mesh is None:  # the whole world is data-parallel
+            return self.ctx.rank
+        names = self.mesh.mesh_dim_names or ()
+        coordinate = self.mesh.get_coordinate() or []
+        index = 0
+        for name, size, at in zip(names, self.mesh.shape, coordinate, strict=True):
+            if name in ("dp_replicate", "dp_shard"):
+                index = index * size + at
+        return index
+
+    def batch(self, plan: DataPlan, step: int) -> StepBatch:
+        return plan.part(step, self.dp_rank, self.layout.dp)
 
 
 def forward_logits(

@@ -1,4 +1,4 @@
-"""Data parallelism with torch's DistributedDataParallel.
+"""Data parallelism with torch's DistributedDataParallel (``layout.dp_replicate`` ranks).
 
 Gradients are all-reduced once per optimizer step (``no_sync`` on every microbatch but the
 last), as gradient accumulation does in practice. Ranks meet in a timed barrier before the last
@@ -6,12 +6,11 @@ microbatch's backward, so the time a fast rank waits for a slow one is measured,
 inside the all-reduce.
 
 Time in communication: DDP all-reduces gradient buckets asynchronously while backward still
-computes, and at the end of backward waits for them. On CPU a communication hook (the same
-arithmetic as DDP's default: divide by the world size, all-reduce with a sum) notes when the
-last bucket became ready; what backward then spends until it returns is time blocked in
-communication, recorded as one timed collective per step. The worker splits it across ranks
-into transfer and waiting, as for FSDP (``greenbench.running.window.split_blocked``). On CUDA
-the hook is not installed and communication is not timed (comm_s stays 0 there).
+computes, through a communication hook with DDP's default arithmetic (divide by the world size,
+all-reduce with a sum) that records every bucket (`greenbench.comm`). On CPU the hook notes when
+the last bucket became ready: what backward then spends until it returns is time blocked in the
+all-reduce, recorded as one call per step with the buckets' bytes. On CUDA every bucket's
+all-reduce is timed with CUDA events from its issue to its completion.
 """
 
 from __future__ import annotations
@@ -24,26 +23,45 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from greenbench.strategies.base import Strategy
+from greenbench.comm import tensor_bytes
+from greenbench.models import ModelBuilder
+from greenbench.strategies.base import DataParallel
+
+DIM = "dp_replicate"
 
 
-class DDP(Strategy):
+class DDP(DataParallel):
     name = "ddp"
+    applies = frozenset({"dp_replicate"})
+    fills = "dp_replicate"
     _last_ready: float = 0.0
+    _bucket_bytes: int = 0
 
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
+    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
+        model = builder.build(self.ctx.device)
         ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
-        ddp = DistributedDataParallel(model, device_ids=ids)
-        if self.ctx.device.type == "cpu":
-            # unannotated: DDP checks a hook's annotations against the classes themselves,
-            # which postponed (string) annotations would fail
-            def timed_allreduce(state, bucket):  # type: ignore[no-untyped-def]
-                self._last_ready = time.perf_counter()
-                buffer = bucket.buffer().div_(self.ctx.world_size)
-                work = dist.all_reduce(buffer, async_op=True)
-                return work.get_future().then(lambda fut: fut.value()[0])
+        if self.mesh is not None:
+            ddp = DistributedDataParallel(model, device_ids=ids, device_mesh=self.mesh)
+        else:
+            ddp = DistributedDataParallel(model, device_ids=ids)
+        group = self.mesh.get_group(DIM) if self.mesh is not None else None
+        world = self.layout.dp_replicate
+        cuda = self.ctx.device.type == "cuda"
 
-            ddp.register_comm_hook(None, timed_allreduce)
+        # unannotated: DDP checks a hook's annotations against the classes themselves,
+        # which postponed (string) annotations would fail
+        def recorded_allreduce(state, bucket):  # type: ignore[no-untyped-def]
+            buffer = bucket.buffer().div_(world)
+            if not cuda:
+                self._last_ready = time.perf_counter()
+                self._bucket_bytes += tensor_bytes(buffer)
+                work = dist.all_reduce(buffer, group=group, async_op=True)
+                return work.get_future().then(lambda fut: fut.value()[0])
+            with self.comm.span(DIM, "all_reduce", tensor_bytes(buffer)) as call:
+                work = dist.all_reduce(buffer, group=group, async_op=True)
+            return self.comm.finish_async(call, work).then(lambda fut: fut.value()[0])
+
+        ddp.register_comm_hook(None, recorded_allreduce)
         return ddp
 
     @contextlib.contextmanager
@@ -52,10 +70,11 @@ class DDP(Strategy):
             with model.no_sync():
                 yield
             return
-        self._last_ready = 0.0
+        self._last_ready, self._bucket_bytes = 0.0, 0
         yield
         if self._last_ready:  # backward returned once every bucket's all-reduce completed
-            self.collective_s.append(max(0.0, time.perf_counter() - self._last_ready))
+            blocked = max(0.0, time.perf_counter() - self._last_ready)
+            self.comm.add(DIM, "all_reduce", self._bucket_bytes, blocked)
 
     def wait_point(self, index: int, count: int) -> bool:
         return index == count - 1

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import torch
 
-from greenbench.strategies.base import Strategy
+from greenbench.models import ModelBuilder
+from greenbench.strategies.base import DataParallel
 
 
-class Single(Strategy):
+class Single(DataParallel):
+    """The whole minibatch on one rank (a data-parallel degree of 1)."""
+
     name = "single"
 
-    def wrap(self, model: torch.nn.Module) -> torch.nn.Module:
-        return model
+    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
+        return builder.build(self.ctx.device)

@@ -25,10 +25,10 @@ SCHEMA = Path(__file__).resolve().parents[2] / "greenbench" / "store_schema.sql"
 OLD_SHA, NEW_SHA = "aaaa1111", "bbbb2222"
 T0 = datetime(2026, 1, 5, 9, 0, 0)
 CPU = "cpu:AMD EPYC 7B13"
-#: dashboard row ids (config_key|energy_source) of two seeded configurations
-GPU_ROW_ID = "key-transformer-vs-mamba-transformer-2048-single-fixed-cuda|nvml"
-DDP_ROW_ID = "key-data-parallel-transformer-512-ddp-longalign-cpu|rapl"
 GPU = "NVIDIA H100 80GB HBM3"
+#: dashboard row ids (config_key|device_type|energy_source) of two seeded configurations
+GPU_ROW_ID = f"key-transformer-vs-mamba-transformer-2048-single-fixed-cuda|{GPU}|nvml"
+DDP_ROW_ID = f"key-data-parallel-transformer-512-ddp-longalign-cpu|{CPU}|rapl"
 
 
 def _config(workload: str, s: dict[str, Any]) -> dict[str, Any]:

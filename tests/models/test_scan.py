@@ -1,6 +1,6 @@
 """greenbench's selective scan against transformers' reference PyTorch scan (values and grads),
 and its native C kernel against the torch stepping implementation and a naive autograd loop;
-how the backend is chosen (GREENBENCH_SCAN, a missing or failing compiler)."""
+how the backend is chosen (the model.scan setting, a missing or failing compiler)."""
 
 from __future__ import annotations
 
@@ -11,8 +11,15 @@ import torch
 import torch.nn.functional as F
 from transformers.models.mamba.modeling_mamba import mamba_selective_scan
 
-from greenbench.models import scan_native
-from greenbench.models.scan import DEFAULT_CHUNK_SIZE, _scan_grads, _scan_states, selective_scan
+from greenbench.errors import KernelUnavailable, SpecError
+from greenbench.models.mamba import scan_native
+from greenbench.models.mamba.kernels import resolve_scan
+from greenbench.models.mamba.scan import (
+    DEFAULT_CHUNK_SIZE,
+    _scan_grads,
+    _scan_states,
+    selective_scan,
+)
 
 
 def make_inputs(batch, seq_len, d, n, *, dt_shift=-1.0, dt_scale=1.0, seed=0):
@@ -90,10 +97,9 @@ def test_rejects_a_bad_chunk_size():
 
 
 @pytest.fixture
-def kernel(monkeypatch) -> scan_native.NativeKernel:
-    """The native kernel, built into the session's cache dir (GREENBENCH_SCAN unset, so
-    `selective_scan` uses it too); skips without a C compiler."""
-    monkeypatch.delenv("GREENBENCH_SCAN", raising=False)
+def kernel() -> scan_native.NativeKernel:
+    """The native kernel, built into the session's cache dir (so `selective_scan` under its
+    default backend, auto, uses it too); skips without a C compiler."""
     if scan_native.find_compiler() is None:
         pytest.skip("no C compiler")
     found = scan_native.native_kernel()
@@ -207,28 +213,30 @@ def test_native_low_precision_and_empty_inputs(kernel):
     assert empty.shape == (0, 2, 6)
 
 
-def test_env_torch_forces_the_torch_scan(kernel, monkeypatch):
+def test_setting_torch_forces_the_torch_scan(kernel, monkeypatch):
     def fail(*args, **kwargs):
         raise AssertionError("native kernel called")
 
     inputs = make_inputs(2, 12, 6, 4, seed=4)
-    monkeypatch.setenv("GREENBENCH_SCAN", "torch")
     monkeypatch.setattr(scan_native.NativeKernel, "forward", fail)
-    assert scan_native.scan_backend() == "torch"
-    y = selective_scan(*inputs, chunk_size=5)
+    assert resolve_scan("torch", "cpu") == "torch"
+    y = selective_scan(*inputs, chunk_size=5, backend="torch")
     y.sum().backward()
     y_torch, _ = torch_grads(inputs, torch.ones_like(y), 5)
     assert torch.equal(y.detach(), y_torch)
 
 
-def test_env_native_and_default_use_the_kernel(kernel, monkeypatch):
-    monkeypatch.delenv("GREENBENCH_SCAN", raising=False)
-    assert scan_native.scan_backend() == "native"
-    monkeypatch.setenv("GREENBENCH_SCAN", "native")
-    assert scan_native.scan_backend() == "native"
-    monkeypatch.setenv("GREENBENCH_SCAN", "fast")
-    with pytest.raises(ValueError, match="GREENBENCH_SCAN"):
-        scan_native.scan_backend()
+def test_setting_native_and_auto_use_the_kernel(kernel):
+    assert resolve_scan("auto", "cpu") == "native"
+    assert resolve_scan("native", "cpu") == "native"
+    with pytest.raises(SpecError, match="model.scan='fast'"):
+        resolve_scan("fast", "cpu")
+    with pytest.raises(KernelUnavailable, match="CPU kernel"):
+        resolve_scan("native", "cuda")
+    with pytest.raises(KernelUnavailable, match="needs CUDA"):
+        resolve_scan("mamba-ssm", "cpu")
+    with pytest.raises(ValueError, match="backend"):
+        selective_scan(*make_inputs(1, 4, 2, 2), backend="fast")
 
 
 def test_kernel_build_is_cached_under_a_keyed_name(kernel, monkeypatch, tmp_path):
@@ -259,11 +267,10 @@ def _no_compile(run):
 
 def test_missing_compiler_falls_back_with_one_warning(monkeypatch, tmp_path, caplog):
     monkeypatch.setenv("GREENBENCH_CACHE_DIR", str(tmp_path))
-    monkeypatch.delenv("GREENBENCH_SCAN", raising=False)
     monkeypatch.setattr(scan_native, "find_compiler", lambda: str(tmp_path / "no-such-cc"))
     inputs = make_inputs(2, 12, 6, 4, seed=6)
     with caplog.at_level(logging.WARNING, logger=scan_native.__name__):
-        assert scan_native.scan_backend() == "torch"
+        assert resolve_scan("auto", "cpu") == "torch"
         y = selective_scan(*inputs, chunk_size=5)
         selective_scan(*inputs, chunk_size=5)
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
@@ -274,9 +281,11 @@ def test_missing_compiler_falls_back_with_one_warning(monkeypatch, tmp_path, cap
     assert torch.equal(y.detach(), y_torch)
     assert not (tmp_path / "native").exists() or not any((tmp_path / "native").iterdir())
 
-    monkeypatch.setenv("GREENBENCH_SCAN", "native")  # forced: failing to build is an error
-    with pytest.raises(RuntimeError, match="unavailable"):
-        selective_scan(*inputs)
+    # forced: failing to build is an error, named at resolution and at the scan itself
+    with pytest.raises(KernelUnavailable, match="unavailable"):
+        resolve_scan("native", "cpu")
+    with pytest.raises(KernelUnavailable, match="unavailable"):
+        selective_scan(*inputs, backend="native")
 
 
 def test_failing_compilation_falls_back(kernel, monkeypatch, tmp_path, caplog):
@@ -284,8 +293,7 @@ def test_failing_compilation_falls_back(kernel, monkeypatch, tmp_path, caplog):
     broken.write_text("this is not C\n")
     monkeypatch.setattr(scan_native, "SOURCE", broken)
     monkeypatch.setenv("GREENBENCH_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.delenv("GREENBENCH_SCAN", raising=False)
     with caplog.at_level(logging.WARNING, logger=scan_native.__name__):
-        assert scan_native.scan_backend() == "torch"
+        assert resolve_scan("auto", "cpu") == "torch"
     assert "failed" in caplog.text
     assert not any((tmp_path / "cache" / "native").iterdir())  # no temporary file left

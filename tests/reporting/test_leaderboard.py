@@ -313,3 +313,18 @@ def test_history_counts_several_runs_of_one_sha() -> None:
     assert (len(hist), hist.iloc[0]["n_runs"], hist.iloc[0]["tokens_per_s"]) == (1, 2, 3.0)
     assert hist.iloc[0]["last_started_at"] - hist.iloc[0]["first_started_at"] == timedelta(hours=2)
     assert np.isclose(hist.iloc[0]["tokens_per_s_ci_high"], 5.0)
+
+
+def test_the_same_settings_on_two_gpu_types_are_two_rows():
+    # one config_key, one energy source, two kinds of device: never pooled into one row
+    h100 = repeat_rows("k", [100.0, 110.0, 120.0], [0.1, 0.1, 0.1], source="nvml", run_id="h")
+    a100 = repeat_rows("k", [50.0, 55.0, 60.0], [0.2, 0.2, 0.2], source="nvml", run_id="a")
+    for row in h100:
+        row |= {"device": "cuda", "device_type": "NVIDIA H100 80GB HBM3"}
+    for row in a100:
+        row |= {"device": "cuda", "device_type": "NVIDIA A100-SXM4-80GB"}
+    board = leaderboard(pd.DataFrame(h100 + a100))
+    assert len(board) == 2
+    by_device = board.set_index("device_type")["tokens_per_s"]
+    assert by_device["NVIDIA H100 80GB HBM3"] == 110.0
+    assert by_device["NVIDIA A100-SXM4-80GB"] == 55.0

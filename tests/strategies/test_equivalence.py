@@ -14,8 +14,8 @@ import pytest
 import torch
 import torch.multiprocessing as mp
 
-from greenbench.data import MarkovSource, make_step_batches
-from greenbench.models import build_model, model_info
+from greenbench.data import DataPlan, MarkovSource
+from greenbench.models import FAMILIES, ModelBuilder, build_model
 from greenbench.strategies import STRATEGIES, DistContext
 
 STEPS = 3
@@ -28,7 +28,7 @@ SETTINGS = dict(
     seq_len=32,
     global_batch=8,
     micro_batch=2,
-    mode="same-count",
+    balance="same-count",
     cost_model="linear",
     scale=1.0,
     seed=3,
@@ -43,8 +43,8 @@ def free_port() -> int:
 
 def train(strategy: str, family: str, rank: int, world: int) -> dict[str, torch.Tensor]:
     torch.manual_seed(0)
-    info = model_info(family, "tiny")
-    model = build_model(family, "tiny", seed=0)
+    builder = ModelBuilder(FAMILIES[family], "tiny", seed=0, kernel="auto")
+    info = builder.info
     ctx = DistContext(
         rank=rank,
         local_rank=rank,
@@ -53,12 +53,11 @@ def train(strategy: str, family: str, rank: int, world: int) -> dict[str, torch.
         dtype=torch.float32,
     )
     strat = STRATEGIES[strategy](ctx)
-    wrapped = strat.wrap(model)
+    wrapped = strat.apply(builder)
     optimizer = torch.optim.SGD(wrapped.parameters(), lr=OPT_LR)
-    source = MarkovSource(vocab_size=info.vocab_size, seed=1)
+    plan = DataPlan(source=MarkovSource(vocab_size=info.vocab_size, seed=1), **SETTINGS)
     for step in range(STEPS):
-        batch = make_step_batches(step, source=source, world_size=world, **SETTINGS)[rank]
-        strat.train_step(wrapped, optimizer, batch)
+        strat.train_step(wrapped, optimizer, strat.batch(plan, step))
     inner = getattr(wrapped, "module", wrapped)
     out = {}
     for name, p in inner.named_parameters():

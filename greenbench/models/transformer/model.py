@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import torch
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from greenbench.models.family import ModelFamily, ModelInfo
+from greenbench.models.family import ModelInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,8 +74,10 @@ def make_config(size: str, *, vocab_size: int | None = None) -> LlamaConfig:
     )
 
 
-def build(size: str, *, vocab_size: int | None = None) -> torch.nn.Module:
-    """A randomly initialised `LlamaForCausalLM`; seed the RNG before calling."""
+def build(size: str, *, vocab_size: int | None = None, kernel: str = "none") -> torch.nn.Module:
+    """A randomly initialised `LlamaForCausalLM` (SDPA attention; ``kernel`` has no choices
+    here); seed the RNG before calling."""
+    del kernel
     return LlamaForCausalLM(make_config(size, vocab_size=vocab_size))
 
 
@@ -102,6 +104,3 @@ def info(size: str, *, vocab_size: int | None = None) -> ModelInfo:
         n_kv_heads=p.n_kv_heads,
         d_ffn=p.d_ffn,
     )
-
-
-FAMILY = ModelFamily(name="transformer", presets=PRESETS, build=build, info=info)

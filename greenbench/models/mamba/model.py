@@ -12,14 +12,16 @@ Fast path. transformers' pure-PyTorch Mamba (used whenever the CUDA packages `ma
 models built here therefore use `FastScanMambaMixer`, a subclass of transformers' `MambaMixer`
 whose training forward computes the same function with
 
-* greenbench's selective scan (`greenbench.models.scan`: the exact recurrence, stepped in cache,
-  with a hand-written backward instead of per-step autograd nodes), time-major throughout;
+* greenbench's selective scan (`greenbench.models.mamba.scan`: the exact recurrence, stepped in
+  cache, with a hand-written backward instead of per-step autograd nodes), time-major
+  throughout, on the backend ``model.scan`` resolved to (native C kernel or torch steps);
 * the causal depthwise conv as a channels-last conv2d, so nothing is transposed to (B, D, T).
 
 Only the instances built here are re-classed; transformers' classes are not patched. Whenever a
-cache is passed (generation), or the model is on CUDA with `mamba-ssm` installed, the mixer defers
-to transformers' own forward, which then uses the CUDA kernels. Mamba ignores ``position_ids``;
-padding is handled through ``labels`` = -100 (and ``attention_mask`` if given).
+cache is passed (generation), or the scan backend is ``mamba-ssm`` (CUDA, with the package
+installed), the mixer defers to transformers' own forward, which then uses the CUDA kernels.
+Mamba ignores ``position_ids``; padding is handled through ``labels`` = -100 (and
+``attention_mask`` if given).
 """
 
 from __future__ import annotations
@@ -30,10 +32,9 @@ import torch
 import torch.nn.functional as F
 from transformers import MambaConfig, MambaForCausalLM
 from transformers.models.mamba.modeling_mamba import MambaMixer, apply_mask_to_padding_states
-from transformers.utils.import_utils import is_mamba_ssm_available
 
-from greenbench.models.family import ModelFamily, ModelInfo
-from greenbench.models.scan import DEFAULT_CHUNK_SIZE, selective_scan
+from greenbench.models.family import ModelInfo
+from greenbench.models.mamba.scan import DEFAULT_CHUNK_SIZE, selective_scan
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,9 +85,11 @@ class FastScanMambaMixer(MambaMixer):
     """
 
     scan_chunk_size: int = DEFAULT_CHUNK_SIZE
+    #: native | torch | auto (native when it builds) | mamba-ssm (transformers' forward, CUDA)
+    scan_backend: str = "auto"
 
     def forward(self, hidden_states, cache_params=None, attention_mask=None, **kwargs):  # type: ignore[override]
-        if cache_params is not None or (hidden_states.is_cuda and is_mamba_ssm_available()):
+        if cache_params is not None or self.scan_backend == "mamba-ssm":
             return super().forward(
                 hidden_states, cache_params=cache_params, attention_mask=attention_mask, **kwargs
             )
@@ -105,16 +108,20 @@ class FastScanMambaMixer(MambaMixer):
         )
         delta = F.softplus(self.dt_proj(time_step))
         A = -torch.exp(self.A_log.float())
-        y = selective_scan(x, delta, A, B, C, chunk_size=self.scan_chunk_size)
+        y = selective_scan(
+            x, delta, A, B, C, chunk_size=self.scan_chunk_size, backend=self.scan_backend
+        )
         y = (y + x * self.D) * F.silu(gate)
         return self.out_proj(y.to(dtype)).transpose(0, 1)
 
 
-def use_fast_scan(model: torch.nn.Module) -> torch.nn.Module:
-    """Re-class every `MambaMixer` inside ``model`` as `FastScanMambaMixer` (in place)."""
+def use_fast_scan(model: torch.nn.Module, backend: str = "auto") -> torch.nn.Module:
+    """Re-class every `MambaMixer` inside ``model`` as `FastScanMambaMixer` scanning on
+    ``backend`` (in place)."""
     for module in model.modules():
-        if type(module) is MambaMixer:
+        if type(module) in (MambaMixer, FastScanMambaMixer):
             module.__class__ = FastScanMambaMixer
+            module.scan_backend = backend
     return model
 
 
@@ -133,9 +140,11 @@ def make_config(size: str, *, vocab_size: int | None = None) -> MambaConfig:
     )
 
 
-def build(size: str, *, vocab_size: int | None = None) -> torch.nn.Module:
-    """A randomly initialised `MambaForCausalLM` with the fast CPU mixer; seed the RNG first."""
-    return use_fast_scan(MambaForCausalLM(make_config(size, vocab_size=vocab_size)))
+def build(size: str, *, vocab_size: int | None = None, kernel: str = "auto") -> torch.nn.Module:
+    """A randomly initialised `MambaForCausalLM` with the fast mixer scanning on ``kernel``
+    (``model.scan``: native, torch, mamba-ssm, or auto for library use; runs pass the resolved
+    choice); seed the RNG first."""
+    return use_fast_scan(MambaForCausalLM(make_config(size, vocab_size=vocab_size)), kernel)
 
 
 def info(size: str, *, vocab_size: int | None = None) -> ModelInfo:
@@ -169,6 +178,3 @@ def info(size: str, *, vocab_size: int | None = None) -> ModelInfo:
         d_conv=p.d_conv,
         dt_rank=dt_rank,
     )
-
-
-FAMILY = ModelFamily(name="mamba", presets=PRESETS, build=build, info=info)

@@ -14,7 +14,7 @@ The recurrence, per batch b, channel d and state n (A is (D, N); B, C are (N,) p
 Two implementations compute it, with the same saved states and the same backward:
 
 * On CPU, a C kernel (`scan_kernel.c`, built at first use and loaded by
-  `greenbench.models.scan_native`, which also says how to force either path). One call per
+  `greenbench.models.mamba.scan_native`; the ``model.scan`` setting picks the path). One call per
   direction, OpenMP over (batch, block of channels), each block's N states in L1 and the
   channel loops vectorised. It exists because the torch version below spends its time in
   operator dispatch (~20 ops per step, ~9 µs each), not arithmetic. Measured on the 2-core
@@ -23,10 +23,11 @@ Two implementations compute it, with the same saved states and the same backward
   the kernel (~0.012 s forward); the Mamba training step went from ~2.1x to ~1.1x the
   Transformer's (``benchmarks/step_time.py``). Results match the torch version to float32
   rounding (the kernel's exp is a polynomial within 1.3 ulp, and its sums run in another order).
-* Elsewhere (CUDA tensors, or when the kernel cannot be built: then one warning is logged), the
-  torch stepping implementation below, kept as the reference and fallback. It is exact by
-  construction and ~20x faster than transformers' fallback; how it is made fast without
-  changing what is computed (the cost is passes over the B·T·N·D state numbers):
+* Elsewhere (CUDA tensors, ``model.scan=torch``, or when the kernel cannot be built under
+  ``auto``: then one warning is logged), the torch stepping implementation below, kept as the
+  reference and fallback. It is exact by construction and ~20x faster than transformers' fallback;
+  how it is made fast without changing what is computed (the cost is passes over the B·T·N·D state
+  numbers):
 
   - Time-major layout, states as (batch, N, D) with D innermost: each step's operands are
     contiguous and every reduction over N runs vectorised across D.
@@ -46,14 +47,14 @@ on the way. Extra memory is ``T / chunk_size`` states, i.e. ``N / chunk_size`` t
 The torch path's per-step Python overhead is fixed, so it is relatively slower at small batch ×
 width. The Mamba mixer around the scan (projections, causal conv, Δ softplus, D skip, z gate)
 stays in ordinary autograd (fusing those into the hand-written backward measured no faster); see
-`greenbench.models.mamba`.
+`greenbench.models.mamba.model`.
 """
 
 from __future__ import annotations
 
 import torch
 
-from greenbench.models.scan_native import native_kernel
+from greenbench.models.mamba.scan_native import native_kernel
 
 DEFAULT_CHUNK_SIZE = 32
 
@@ -66,6 +67,7 @@ def selective_scan(
     C: torch.Tensor,
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
+    backend: str = "auto",
 ) -> torch.Tensor:
     """Return ``y`` with ``y[t, b, d] = Σ_n C[t, b, n] h_t[b, d, n]`` (see module docstring).
 
@@ -74,12 +76,17 @@ def selective_scan(
     dtype. The initial state is zero, as in mamba-ssm's kernel and transformers' training path.
     Computation runs in float32, like transformers' reference, which discretises in float32 too.
     ``chunk_size`` (steps between saved states) trades backward memory against little speed.
+    ``backend`` is ``native`` (the C kernel, required), ``torch`` (the stepping implementation)
+    or ``auto`` (the kernel when it builds); it applies to CPU tensors, others use torch.
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
+    if backend not in ("auto", "native", "torch"):
+        raise ValueError(f"backend must be auto, native or torch, got {backend!r}")
     f32 = torch.float32
-    # CPU scans (of non-empty inputs) go to the C kernel when it is available
-    kernel = native_kernel() if u.device.type == "cpu" and u.numel() and A.numel() else None
+    kernel = None  # CPU scans of non-empty inputs go to the C kernel unless torch is asked
+    if backend != "torch" and u.device.type == "cpu" and u.numel() and A.numel():
+        kernel = native_kernel(required=backend == "native")
     with torch.autocast(u.device.type, enabled=False):  # the scan always runs in float32
         y = _SelectiveScan.apply(
             u.to(f32).contiguous(),

@@ -4,18 +4,18 @@ Why: mamba-ssm's selective-scan kernels exist only for CUDA, and on CPU the torc
 (`greenbench.models.scan`) pays ~20 operator dispatches per time step; the C kernel does the
 same arithmetic in one call per direction (see `scan.py` for what is measured).
 
-Why compile at first use rather than ship a wheel with a binary: the kernel is plain C with
-OpenMP, built with ``-march=native`` for the machine it runs on (3x faster than the x86-64
-baseline on the reference machine), and compiles in about a second. The shared library goes to
-the machine cache (`greenbench.hardware.cache_dir`, honouring ``$GREENBENCH_CACHE_DIR``) under a
-name keyed by a hash of the source, the flags, the compiler's version, the architecture and the
-CPU (model and feature flags), so a changed kernel, compiler or host gets its own build. Builds
-go to a temporary file renamed into place, so ranks starting together cannot load half a file.
+Why compile at first use rather than ship a wheel with a binary: the kernel is plain C with OpenMP,
+built with ``-march=native`` for the machine it runs on (3x faster than the x86-64 baseline on the
+reference machine), and compiles in about a second. The shared library goes to the machine cache
+(`greenbench.hardware.machine.cache_dir`, honouring ``$GREENBENCH_CACHE_DIR``) under a name keyed
+by a hash of the source, the flags, the compiler's version, the architecture and the CPU (model and
+feature flags), so a changed kernel, compiler or host gets its own build. Builds go to a temporary
+file renamed into place, so ranks starting together cannot load half a file.
 
-Which path runs is chosen per call by `native_kernel`: ``GREENBENCH_SCAN=torch`` forces the torch
-scan, ``GREENBENCH_SCAN=native`` requires the kernel (a failed build is then an error), unset or
-``auto`` uses the kernel when it builds and otherwise logs one warning and falls back.
-`scan_backend` tells which one a run uses, for the run's record.
+Which path runs is a setting (``model.scan``: auto, native, torch), resolved before a run starts
+(`greenbench.models.mamba.kernels.resolve_scan`) and stored as part of the run's identity:
+``native`` requires the kernel (a failed build is then an error), ``auto`` uses it when it
+builds and otherwise logs one warning and runs the torch scan.
 """
 
 from __future__ import annotations
@@ -36,11 +36,11 @@ from pathlib import Path
 
 import torch
 
-from greenbench.hardware import cache_dir, cpu_model
+from greenbench.errors import KernelUnavailable
+from greenbench.hardware.machine import cache_dir, cpu_model
 
 log = logging.getLogger(__name__)
 
-ENV_VAR = "GREENBENCH_SCAN"
 SOURCE = Path(__file__).with_name("scan_kernel.c")
 
 # -fno-trapping-math lets the clamps of the kernel's exp become vector selects;
@@ -262,40 +262,25 @@ def _load(compiler: str | None, directory: str) -> NativeKernel | str:
     return "; ".join(dict.fromkeys(reasons))
 
 
-def _mode() -> str:
-    mode = os.environ.get(ENV_VAR, "auto").strip().lower() or "auto"
-    if mode not in ("auto", "native", "torch"):
-        raise ValueError(f"{ENV_VAR}={mode!r}: expected 'native', 'torch' or unset/'auto'")
-    return mode
-
-
 _warned: set[tuple[str | None, str]] = set()  # (compiler, cache directory) already warned about
 
 
-def native_kernel() -> NativeKernel | None:
-    """The kernel for CPU float32 scans, or None for the torch scan (see module docstring).
+def native_kernel(*, required: bool = False) -> NativeKernel | None:
+    """The kernel for CPU float32 scans (built at first use), or None for the torch scan.
 
-    Raises RuntimeError if ``GREENBENCH_SCAN=native`` and the kernel cannot be built or loaded,
-    ValueError if ``GREENBENCH_SCAN`` has another value than native, torch or auto.
+    When the kernel cannot be built or loaded: with ``required`` (``model.scan=native``) a
+    `KernelUnavailable` error saying why; otherwise one logged warning per compiler and cache
+    directory, and None.
     """
-    mode = _mode()
-    if mode == "torch":
-        return None
     key = (find_compiler(), str(cache_dir() / "native"))
     loaded = _load(*key)
     if isinstance(loaded, NativeKernel):
         return loaded
-    if mode == "native":
-        raise RuntimeError(
-            f"{ENV_VAR}=native but the native selective scan is unavailable: {loaded}"
+    if required:
+        raise KernelUnavailable(
+            f"model.scan=native but the native selective scan is unavailable: {loaded}"
         )
     if key not in _warned:
         _warned.add(key)
         log.warning("native selective scan unavailable, using the torch scan: %s", loaded)
     return None
-
-
-def scan_backend() -> str:
-    """``"native"`` or ``"torch"``: which selective scan CPU float32 training uses in this
-    process under the current environment (builds the kernel if needed)."""
-    return "native" if native_kernel() is not None else "torch"

@@ -1,0 +1,62 @@
+"""What the launcher decides about a spec on the machine that runs it, before the run is stored:
+the device and precision (``auto``), the kernel ``model.scan: auto`` becomes, and whether ranks
+run under CPU quotas. Resolved values are part of the run's identity, so runs on different
+devices, kernels or quota settings are never pooled."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from greenbench.errors import DeviceUnavailable
+from greenbench.vocabulary import RunSpec
+
+
+def resolve_device(spec: RunSpec) -> RunSpec:
+    """Turn ``auto`` device and precision into concrete values; fail if cuda is asked and absent."""
+    import torch
+
+    s = dict(spec.settings)
+    has_cuda = torch.cuda.is_available()
+    if s["device"] == "auto":
+        s["device"] = "cuda" if has_cuda else "cpu"
+    if s["device"] == "cuda":
+        if not has_cuda:
+            raise DeviceUnavailable(
+                "--device cuda was asked but torch sees no CUDA device here "
+                "(CPU-only torch build or no GPU); use --device cpu"
+            )
+        if s["nproc"] > torch.cuda.device_count():
+            raise DeviceUnavailable(
+                f"nproc={s['nproc']} but only {torch.cuda.device_count()} "
+                "CUDA device(s) are visible"
+            )
+    if s["precision"] == "auto":
+        s["precision"] = "bf16" if s["device"] == "cuda" else "fp32"
+    return replace(spec, settings=s)
+
+
+def resolve_kernel(spec: RunSpec) -> RunSpec:
+    """``model.scan`` as the backend that will run (``none`` for families without a scan)."""
+    from greenbench.models import FAMILIES
+
+    s = dict(spec.settings)
+    s["model.scan"] = FAMILIES[s["model.family"]].resolve_kernel(s["model.scan"], s["device"])
+    return replace(spec, settings=s)
+
+
+def resolve_quota(spec: RunSpec, cores: int | None = None) -> RunSpec:
+    """``emulate.rank_cpu_quota`` as on or off for this node: auto is on exactly when a CPU run
+    has more ranks on the node than the node has cores (GPU ranks own their devices)."""
+    from greenbench.running.cpu_quota import quota_wanted
+
+    s = dict(spec.settings)
+    cores = cores or os.cpu_count() or 1
+    wanted = s["device"] == "cpu" and quota_wanted(s["emulate.rank_cpu_quota"], s["nproc"], cores)
+    s["emulate.rank_cpu_quota"] = "on" if wanted else "off"
+    return replace(spec, settings=s)
+
+
+def resolve_spec(spec: RunSpec) -> RunSpec:
+    """Everything above, in order (the kernel and the quota depend on the device)."""
+    return resolve_quota(resolve_kernel(resolve_device(spec)))

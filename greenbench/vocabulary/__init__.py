@@ -1,0 +1,50 @@
+"""The results vocabulary: one torch-free place for what every layer must agree on.
+
+Identity keys and `config_key`, the columns that make two runs "the same configuration"
+(hardware included), metric definitions (name, label, unit, better direction), the energy label,
+the `Layout` value, and the `RunSpec` a configuration is run from. The spec, the launcher, the
+store, compare, reports and the dashboard import it; it imports nothing of theirs.
+"""
+
+from greenbench.vocabulary.energy import MEASURED_SOURCES, SOURCES, energy_label
+from greenbench.vocabulary.identity import (
+    NON_IDENTITY_KEYS,
+    NON_IDENTITY_PREFIXES,
+    SAME_CONFIGURATION,
+    config_key,
+    identity,
+    is_identity_key,
+)
+from greenbench.vocabulary.layout import DEGREES, MESH_ORDER, Layout, resolve_layout
+from greenbench.vocabulary.metrics import (
+    ALIASES,
+    COMPARABLE_METRICS,
+    LEADERBOARD_METRICS,
+    METRICS,
+    Better,
+    Metric,
+)
+from greenbench.vocabulary.runspec import RunSpec
+
+__all__ = [
+    "ALIASES",
+    "COMPARABLE_METRICS",
+    "DEGREES",
+    "LEADERBOARD_METRICS",
+    "MEASURED_SOURCES",
+    "MESH_ORDER",
+    "METRICS",
+    "NON_IDENTITY_KEYS",
+    "NON_IDENTITY_PREFIXES",
+    "SAME_CONFIGURATION",
+    "SOURCES",
+    "Better",
+    "Layout",
+    "Metric",
+    "RunSpec",
+    "config_key",
+    "energy_label",
+    "identity",
+    "is_identity_key",
+    "resolve_layout",
+]

@@ -1,0 +1,66 @@
+"""What makes two runs "the same configuration", defined once.
+
+A configuration's identity is its settings minus those that do not change *what* is measured
+(how often, under which label or suite, with which timeout, test instrumentation). The seed is
+part of it (another seed is another data stream and another initialisation), and so are the
+settings the launcher resolves before a run starts (device, precision, the layout's degrees, the
+kernel that ``model.scan: auto`` became, whether ranks ran under CPU quotas), so runs on
+different kernels or arrangements are never pooled. ``config_key`` hashes it.
+
+Two stored runs are comparable only when they also ran on the same kind of hardware and their
+energy came from the same kind of source: `SAME_CONFIGURATION` lists those columns, and the
+leaderboard, `compare`, reports and the dashboard all group by it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from typing import Any
+
+#: settings that do not define *what* is measured, so not part of a configuration's identity
+NON_IDENTITY_KEYS = frozenset({"repeats", "label", "suite", "timeout_s", "energy.idle_s"})
+#: setting prefixes left out likewise (instrumentation for testing greenbench itself)
+NON_IDENTITY_PREFIXES = ("debug.",)
+
+#: stored `runs` columns that, together, make two results "the same configuration": the
+#: settings' hash, the hardware the run had, and the kind of energy figure it produced
+SAME_CONFIGURATION = (
+    "config_key",
+    "device_type",
+    "nproc",
+    "nnodes",
+    "precision",
+    "energy_source",
+    "energy_measured",
+)
+
+
+def is_identity_key(key: str) -> bool:
+    """Whether a setting is part of a configuration's identity."""
+    return key not in NON_IDENTITY_KEYS and not key.startswith(NON_IDENTITY_PREFIXES)
+
+
+def identity(settings: Mapping[str, Any], workload: str) -> dict[str, Any]:
+    """The settings that define a configuration, plus its workload."""
+    return {k: v for k, v in settings.items() if is_identity_key(k)} | {"workload": workload}
+
+
+def config_key(config: Mapping[str, Any]) -> str:
+    """Stable 16-hex-char hash of a configuration: what makes two runs "the same config".
+
+    Canonical JSON (sorted keys, no whitespace) of ``config`` with the non-identity keys removed
+    at every nesting level, so a whole RunSpec dict (settings nested) and an `identity` (already
+    reduced) hash alike when they describe the same settings.
+    """
+
+    def strip(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {str(k): strip(v) for k, v in value.items() if is_identity_key(str(k))}
+        if isinstance(value, (list, tuple)):
+            return [strip(v) for v in value]
+        return value
+
+    canonical = json.dumps(strip(config), sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]

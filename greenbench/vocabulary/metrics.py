@@ -1,0 +1,91 @@
+"""The metrics greenbench stores and compares: name, label, unit, and which way is better.
+
+One registry for the leaderboard, the dashboard, reports and `compare`. ``energy`` marks a
+metric derived from an energy figure (so it can be an estimate, and is labelled so);
+``per_repeat`` marks a column of the ``results`` table (the others are derived per
+configuration, such as CO2 per million tokens).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+Better = Literal["max", "min"]
+
+
+@dataclass(frozen=True, slots=True)
+class Metric:
+    """One metric: its column name, how it is shown, its unit and its better direction."""
+
+    name: str
+    label: str
+    unit: str
+    better: Better
+    energy: bool = False
+    per_repeat: bool = True
+
+    @property
+    def column(self) -> str:
+        return self.name
+
+    @property
+    def lower_is_better(self) -> bool:
+        return self.better == "min"
+
+
+METRICS: dict[str, Metric] = {
+    m.name: m
+    for m in (
+        Metric("tokens_per_s", "tokens/s", "tokens/s", "max"),
+        Metric("joules_per_token", "J/token (gross)", "J/token", "min", energy=True),
+        Metric("net_joules_per_token", "J/token (net of idle)", "J/token", "min", energy=True),
+        Metric("energy_j", "energy (gross)", "J", "min", energy=True),
+        Metric("energy_net_j", "energy (net of idle)", "J", "min", energy=True),
+        Metric("co2_g", "CO2", "g", "min", energy=True),
+        Metric("co2_g_per_mtok", "CO2 g / M tokens", "g/Mtoken", "min", True, per_repeat=False),
+        Metric("mfu", "MFU", "fraction of peak", "max"),
+        Metric("peak_mem_bytes", "peak memory (bytes)", "bytes", "min"),
+        Metric("wait_fraction", "wait fraction", "fraction of rank-time", "min"),
+        Metric("seconds", "window seconds", "s", "min"),
+        Metric("step_time_p50_s", "step time p50 (s)", "s", "min"),
+        Metric("step_time_p95_s", "step time p95 (s)", "s", "min"),
+        Metric("loss", "training loss (window mean)", "nats/token", "min"),
+    )
+}
+
+#: what the leaderboard aggregates per configuration (median with a CI; memory: the maximum)
+LEADERBOARD_METRICS = (
+    "tokens_per_s",
+    "joules_per_token",
+    "net_joules_per_token",
+    "mfu",
+    "peak_mem_bytes",
+    "co2_g_per_mtok",
+    "wait_fraction",
+    "step_time_p50_s",
+    "loss",
+)
+#: what `greenbench compare` can judge
+COMPARABLE_METRICS = (
+    "joules_per_token",
+    "net_joules_per_token",
+    "energy_j",
+    "energy_net_j",
+    "co2_g",
+    "seconds",
+    "step_time_p50_s",
+    "step_time_p95_s",
+    "peak_mem_bytes",
+    "tokens_per_s",
+    "mfu",
+)
+#: short names `compare --metric` accepts
+ALIASES = {
+    "energy": "energy_j",
+    "net_energy": "energy_net_j",
+    "co2": "co2_g",
+    "step_time": "step_time_p50_s",
+    "peak_mem": "peak_mem_bytes",
+    "throughput": "tokens_per_s",
+}

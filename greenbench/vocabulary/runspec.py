@@ -1,0 +1,65 @@
+"""A run specification: the fully resolved settings of one benchmark configuration.
+
+Plain data (no torch): the launcher hands it to every rank as JSON, and the store keeps it with
+the run. Parsing suites and validating settings is `greenbench.spec`'s job.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from greenbench.vocabulary.identity import identity
+from greenbench.vocabulary.layout import DEGREES, Layout
+
+
+@dataclass(frozen=True, slots=True)
+class RunSpec:
+    """One fully resolved configuration of one workload."""
+
+    workload: str
+    settings: dict[str, Any]
+    suite: str | None = None
+    label: str | None = None
+
+    def __getitem__(self, key: str) -> Any:
+        return self.settings[key]
+
+    @property
+    def name(self) -> str:
+        """Short human label, e.g. ``transformer/tiny seq=1024 fixed single×1``."""
+        s = self.settings
+        return (
+            f"{s['model.family']}/{s['model.size']} seq={s['data.seq_len']} "
+            f"{s['data.lengths']} {s['strategy']}×{s['nproc'] * s['nnodes']}"
+        )
+
+    def identity(self) -> dict[str, Any]:
+        """The settings that define "the same configuration" (for config_key)."""
+        return identity(self.settings, self.workload)
+
+    @property
+    def layout(self) -> Layout:
+        """The layout the spec's ``layout.*`` settings name (resolved by the spec)."""
+        return Layout(**{d: self.settings[f"layout.{d}"] for d in DEGREES})
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "workload": self.workload,
+            "suite": self.suite,
+            "label": self.label,
+            "settings": dict(self.settings),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> RunSpec:
+        return cls(
+            workload=d["workload"],
+            settings=dict(d["settings"]),
+            suite=d.get("suite"),
+            label=d.get("label"),
+        )
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
