@@ -24,6 +24,7 @@ import time
 
 import torch
 
+from greenbench.comm import CommRecorder
 from greenbench.data import MarkovSource, make_step_batches
 from greenbench.energy import select_meter
 from greenbench.models import build_model, model_info
@@ -128,6 +129,20 @@ def measurement_costs(size: str, batch_size: int, seq_len: int) -> dict[str, flo
     return costs
 
 
+def comm_record_cost() -> float:
+    """Seconds per recorded collective (a span around a call: two clock reads and a record);
+    a multi-rank step makes a handful (DDP) to a few per layer and microbatch (FSDP)."""
+    comm = CommRecorder(torch.device("cpu"))
+
+    def record() -> None:
+        with comm.span("dp_shard", "all_gather", 1024):
+            pass
+        if len(comm.calls) > 10_000:
+            comm.calls.clear()
+
+    return per_call_s(record, 20_000)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", default="tiny")
@@ -162,6 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     for name, seconds in costs.items():
         print(f"{name:28s} {seconds * 1e6:9.1f} us  = {100 * seconds / step_s:.4f} % of a step")
     print(f"measurement overhead (window of one step) = {100 * sum(costs.values()) / step_s:.3f} %")
+    per_record = comm_record_cost()
+    print(
+        f"{'comm record (per collective)':28s} {per_record * 1e6:9.1f} us  = "
+        f"{100 * per_record / step_s:.4f} % of a step each (multi-rank runs only)"
+    )
     return 0
 
 

@@ -69,11 +69,11 @@ class CommRecorder:
             start = torch.cuda.Event(enable_timing=True)
             start.record()
             yield call
-            if call.events is None:  # finish_async did not take the end over
+            if call.events is None:  # no finish_async inside the block: the call ends here
                 end = torch.cuda.Event(enable_timing=True)
                 end.record()
                 call.events = (start, end)
-            else:
+            else:  # finish_async inside the block: its completion event is the end
                 call.events = (start, call.events[1])
         else:
             t0 = time.perf_counter()
@@ -89,7 +89,8 @@ class CommRecorder:
             work.wait()
             return work.get_future()
         end = torch.cuda.Event(enable_timing=True)
-        call.events = (None, end)
+        # the start stays the span's (set already when the span closed before this call)
+        call.events = (call.events[0] if call.events else None, end)
 
         def record(fut: Any) -> Any:
             end.record()

@@ -136,3 +136,25 @@ def test_export_formats(tmp_path, seeded_db):
     invoke("export", "--format", "json", "--out", str(out), "--db", str(seeded_db))
     text = out.read_text()
     assert "joules_per_token" in text and (text.startswith("[") or json.loads(text.splitlines()[0]))
+
+
+@pytest.mark.parametrize(
+    ("tp", "named"),
+    [
+        ("3", "does not divide the 8 attention heads of transformer/tiny"),
+        ("2", "does not divide the world size nproc×nnodes = 3"),
+    ],
+)
+def test_an_impossible_layout_is_one_line_and_writes_nothing(tmp_path: Path, tp: str, named: str):
+    db = tmp_path / "r.duckdb"
+    result = CliRunner().invoke(
+        main,
+        [
+            *("run", "--workload", "data-parallel", "--nproc", "3", "--set", f"layout.tp={tp}"),
+            *("--set", "strategy=ddp", "--set", "data.global_batch=6", "--db", str(db)),
+        ],
+    )
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert named in line and line.startswith("error: ")
+    assert not db.exists() and list(tmp_path.iterdir()) == []

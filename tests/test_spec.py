@@ -10,6 +10,7 @@ from greenbench.errors import SpecError
 from greenbench.spec import (
     DEFAULTS,
     available_suites,
+    coerce_all,
     expand,
     expand_suite,
     load_suite,
@@ -137,3 +138,49 @@ def test_malformed_suite_files(tmp_path, text, message):
 def test_every_default_has_a_type_that_coerces():
     for key, value in DEFAULTS.items():
         assert parse_assignment(f"{key}={value}")[1] == value
+
+
+def test_nproc_and_the_layout_resolve_from_each_other():
+    (fsdp,) = expand("data-parallel", [{"strategy": "fsdp", "data.lengths": "fixed"}])
+    assert fsdp["nproc"] == 2 and fsdp.layout.text == "dpr1-dps2-tp1-pp1-cp1"
+    (ddp,) = expand(
+        "transformer-vs-mamba",
+        [{"model.family": "transformer", "data.seq_len": 256, "strategy": "ddp", "nproc": 4}],
+    )
+    assert ddp.layout.dp_replicate == 4
+    # nproc derived from the layout when it is not given
+    (derived,) = expand(
+        "transformer-vs-mamba",
+        [{"model.family": "transformer", "data.seq_len": 256, "strategy": "fsdp",
+          "layout.dp_shard": 4}],
+    )  # fmt: skip
+    assert derived["nproc"] == 4
+    assert expand("transformer-vs-mamba", [{"model.family": "mamba", "data.seq_len": 256}])[
+        0
+    ].layout.world == 1
+
+
+def test_layout_settings_are_part_of_the_identity():
+    (two,) = expand("data-parallel", [{"strategy": "fsdp", "data.lengths": "fixed"}])
+    assert two.identity()["layout.dp_shard"] == 2 and "model.scan" in two.identity()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"model.family": "mamba", "strategy": "ddp", "nproc": 2, "layout.tp": 3},
+         r"does not divide the 512 inner channels \(d_inner\) of mamba/tiny"),
+        ({"layout.pp": 9, "nproc": 9}, "more than the 4 layers of transformer/tiny"),
+        ({"layout.cp": 3, "data.seq_len": 256}, "layout.cp=3 does not divide data.seq_len=256"),
+        ({"strategy": "fsdp", "nproc": 2, "layout.dp_replicate": 2},
+         r"'fsdp' does not apply layout.dp_replicate=2 .*use strategy 'ddp'"),
+        ({"layout.tp": 0}, "layout.tp must be >= 1 or 'auto'"),
+        ({"nproc": "lots"}, "expects an int or 'auto'"),
+    ],
+)  # fmt: skip
+def test_impossible_layouts(overrides, message):
+    with pytest.raises(SpecError, match=message):
+        expand(
+            "transformer-vs-mamba",
+            [{"model.family": "transformer", "data.seq_len": 256}, coerce_all(overrides, "t")],
+        )

@@ -602,3 +602,76 @@ def test_check_integrity_names_what_is_wrong(tmp_path: Path) -> None:
     assert any(p.endswith("rank_results row(s) belong to no run") for p in problems)
     assert "1 ok run(s) without results" in problems
     assert "1 run(s) with an unknown status" in problems
+
+
+def test_runs_written_before_layouts_migrate_and_match_new_runs(tmp_path: Path) -> None:
+    """A version-1 file as main wrote it before layouts (layout 'dp2', settings without
+    layout.*, model.scan or emulate.*, the Mamba scan only in versions) migrates: each old run
+    gets its layout and kernel, and the config_key a new run of the same configuration gets."""
+    from importlib import resources
+
+    from greenbench.running.resolve import resolve_quota
+    from greenbench.spec import expand
+    from greenbench.vocabulary import config_key as key_of
+
+    def new_spec(workload: str, overrides: dict[str, Any]):
+        (spec,) = expand(workload, [overrides])
+        spec.settings.update(device="cpu", precision="fp32")
+        return resolve_quota(spec)
+
+    new_ddp = new_spec("data-parallel", {"strategy": "ddp", "data.lengths": "fixed"})
+    new_fsdp = new_spec("data-parallel", {"strategy": "fsdp", "data.lengths": "fixed"})
+    new_mamba = new_spec("transformer-vs-mamba", {"model.family": "mamba", "data.seq_len": 256})
+    new_ddp.settings["model.scan"] = new_fsdp.settings["model.scan"] = "none"
+    new_mamba.settings["model.scan"] = "native"
+    added = ("layout.", "model.scan", "emulate.", "debug.abort_at_exit_rank")
+
+    db = tmp_path / "old.duckdb"
+    con = duckdb.connect(str(db))
+    con.execute(resources.files("greenbench").joinpath("store_schema.sql").read_text())
+    con.execute("INSERT INTO schema_version VALUES (1, now())")
+    for run_id, spec, layout, versions in (
+        ("aaaaaaaaaaaa", new_ddp, "dp2", {}),
+        ("bbbbbbbbbbbb", new_fsdp, "dp2", {}),
+        ("cccccccccccc", new_mamba, "dp1", {"mamba_cpu_scan": "native"}),
+    ):
+        old_settings = {k: v for k, v in spec.settings.items() if not k.startswith(added)}
+        s = spec.settings
+        row = run_row(
+            run_id,
+            status="ok",
+            workload=spec.workload,
+            strategy=s["strategy"],
+            model_family=s["model.family"],
+            layout=layout,
+            nproc=s["nproc"],
+            config_key="0123456789abcdef",  # whatever the old rules gave
+            started_at="2026-11-01",
+        )
+        row["config"] = json.dumps({"workload": spec.workload, "settings": old_settings})
+        row["hardware"], row["versions"] = json.dumps({}), json.dumps(versions)
+        cols = sorted(row)
+        con.execute(
+            f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})",
+            [row[c] for c in cols],
+        )
+    con.close()
+
+    Store(db)  # migrates
+    runs = {
+        r["run_id"]: r
+        for r in read_frame(db, "SELECT * FROM runs ORDER BY run_id").to_dict("records")
+    }
+    ddp, fsdp, mamba = (runs[k] for k in sorted(runs))
+    assert (ddp["layout"], ddp["dp_replicate"], ddp["dp_shard"]) == ("dpr2-dps1-tp1-pp1-cp1", 2, 1)
+    assert (fsdp["layout"], fsdp["dp_replicate"], fsdp["dp_shard"]) == (
+        "dpr1-dps2-tp1-pp1-cp1",
+        1,
+        2,
+    )
+    assert mamba["layout"] == "dpr1-dps1-tp1-pp1-cp1" and (mamba["tp"], mamba["pp"]) == (1, 1)
+    assert json.loads(mamba["kernels"]) == {"scan": "native"}
+    assert json.loads(ddp["kernels"]) == {"attention": "sdpa"}
+    assert not ddp["rank_cpu_quota"]
+    for old, new in ((ddp, new_ddp), (fsdp, new_fsdp), (mamba, new_mamba)):
+        assert old["config_key"] == key_of(new.identity()), old["run_id"]
