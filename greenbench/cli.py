@@ -69,6 +69,11 @@ def main() -> None:
 @click.option("--node-rank", type=int, help="torchrun --node-rank (multi-node)")
 @click.option("--rdzv-endpoint", help="torchrun --rdzv-endpoint host:port (multi-node)")
 @click.option(
+    "--force",
+    is_flag=True,
+    help="run configurations the up-front check says cannot fit this machine's memory or time",
+)
+@click.option(
     "--resume",
     is_flag=True,
     help="skip configurations already stored ok with the same settings and label",
@@ -87,6 +92,7 @@ def run(
     nnodes: int | None,
     node_rank: int | None,
     rdzv_endpoint: str | None,
+    force: bool,
     resume: bool,
 ) -> None:
     """Run a suite or one workload, measure it, and store the results."""
@@ -109,19 +115,22 @@ def run(
         specs = expand_suite(load_suite(suite), cli, label=label)
     else:
         specs = expand(workload, [cli], label=label)
-    if (nnodes or 1) > 1 and not rdzv_endpoint:
-        raise SpecError("--nnodes > 1 needs --rdzv-endpoint HOST:PORT (torchrun's rendezvous)")
+    nodes = max(spec["nnodes"] for spec in specs)  # --nnodes, or nnodes from --set or a suite
+    if nodes > 1 and not rdzv_endpoint:
+        raise SpecError(
+            f"nnodes={nodes}: --nnodes > 1 needs --rdzv-endpoint HOST:PORT (torchrun's rendezvous)"
+        )
     if (node_rank is None) != (rdzv_endpoint is None):
         raise SpecError(
             "multi-node runs need both --node-rank N and --rdzv-endpoint HOST:PORT "
             "(under SLURM: --node-rank $SLURM_NODEID)"
         )
-    if node_rank is not None and node_rank >= (nnodes or 1):
-        raise SpecError(f"--node-rank {node_rank} is not below --nnodes {nnodes or 1}")
+    if node_rank is not None and node_rank >= nodes:
+        raise SpecError(f"--node-rank {node_rank} is not below --nnodes {nodes}")
     if rdzv_endpoint and not re.fullmatch(r"[^\s:]+:\d+|\[[0-9a-fA-F:]+\]:\d+", rdzv_endpoint):
         raise SpecError(f"--rdzv-endpoint must be HOST:PORT, got {rdzv_endpoint!r}")
     rdzv = {"endpoint": rdzv_endpoint, "node_rank": node_rank} if rdzv_endpoint else None
-    summary = run_with_progress(specs, db or default_db(), rdzv=rdzv, resume=resume)
+    summary = run_with_progress(specs, db or default_db(), rdzv=rdzv, resume=resume, force=force)
     if summary.failed:
         sys.exit(1)
 
@@ -133,9 +142,14 @@ def run(
 @friendly
 def list_(what: str, db: Path | None, limit: int) -> None:
     """List suites, workloads, stored runs, or every setting with its default."""
-    from greenbench.reporting import terminal as render
+    if what == "runs":
+        from greenbench.reporting.terminal import runs_table
 
-    render.listing(what, db or default_db(), limit)
+        runs_table(db or default_db(), limit)
+        return
+    from greenbench.cli_views import catalog
+
+    catalog(what)
 
 
 @main.command()
@@ -153,9 +167,9 @@ def show(run_id: str, db: Path | None) -> None:
 @friendly
 def doctor() -> None:
     """What this machine can measure (CUDA, NVML, RAPL, Zeus), and why not."""
-    from greenbench.reporting import terminal as render
+    from greenbench.cli_views import doctor as show_doctor
 
-    render.doctor()
+    show_doctor()
 
 
 @main.command()
@@ -166,15 +180,50 @@ def doctor() -> None:
     default="csv",
     show_default=True,
 )
-@click.option("--out", type=click.Path(path_type=Path), help="output file (default: results.FMT)")
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    help="output file, or a folder to write greenbench.FMT into (default: results.FMT)",
+)
+@click.option("--force", is_flag=True, help="overwrite an existing output file")
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @friendly
-def export(fmt: str, out: Path | None, db: Path | None) -> None:
-    """Export runs joined with their per-repeat results."""
+def export(fmt: str, out: Path | None, force: bool, db: Path | None) -> None:
+    """Export runs joined with their per-repeat results.
+
+    An existing file is overwritten only with --force; devices and pipes are refused. The file
+    is written under a temporary name beside it and renamed when complete, so a failure leaves
+    nothing half-written. A path outside the current directory is allowed; the line printed
+    names the absolute place written.
+    """
+    from greenbench.outputs import where
     from greenbench.store import export as do_export
 
-    for path in do_export(db or default_db(), fmt, out or Path(f"results.{fmt}")):
-        click.echo(f"wrote {path}")
+    for path in do_export(db or default_db(), fmt, out or Path(f"results.{fmt}"), force=force):
+        click.echo(f"wrote {where(path)}")
+
+
+@main.command()
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@friendly
+def merge(db: Path | None) -> None:
+    """Fold result shards (DB.shards/*.duckdb) into the database; exit 1 if one is left.
+
+    A run goes to a shard when another process held the database past GREENBENCH_LOCK_WAIT_S
+    seconds as it finished. Each shard is merged in one transaction and then deleted; merging
+    again adds nothing; a damaged or newer-schema shard is reported and left in place.
+    """
+    from greenbench.store import merge_shards, shard_dir
+
+    path = db or default_db()
+    report = merge_shards(path)
+    if not report.merged and not report.left:
+        click.echo(f"no shards to merge in {shard_dir(path)}")
+    lines = report.lines()  # the merged shards first, then those left (on stderr)
+    for i, line in enumerate(lines):
+        click.echo(line, err=i >= len(report.merged))
+    if report.left:
+        sys.exit(1)
 
 
 @main.command()
@@ -247,15 +296,25 @@ def compare(
     required=True,
     help="folder to write, e.g. reports/NAME",
 )
+@click.option("--force", is_flag=True, help="replace an existing, non-empty report folder")
 @click.option("--title", default="greenbench report", show_default=True)
 @click.option("--ref", help="limit to a run id, git sha or label")
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @friendly
-def report(out: Path, title: str, ref: str | None, db: Path | None) -> None:
-    """Write a Markdown report with PNG plots (leaderboard, Pareto front, workloads)."""
+def report(out: Path, force: bool, title: str, ref: str | None, db: Path | None) -> None:
+    """Write a Markdown report with PNG plots (leaderboard, Pareto front, workloads).
+
+    A non-empty --out folder is replaced only with --force (a folder holding only an earlier
+    report is replaced whole; elsewhere only the report's files are). The report is built in a
+    temporary folder beside --out and moved into place when complete, so a failure leaves
+    nothing half-written. A path outside the current directory is allowed; the line printed
+    names the absolute place written.
+    """
+    from greenbench.outputs import where
     from greenbench.reporting.report import write_report
 
-    click.echo(f"wrote {write_report(db or default_db(), out, title=title, ref=ref)}")
+    path = write_report(db or default_db(), out, title=title, ref=ref, force=force)
+    click.echo(f"wrote {where(path)}")
 
 
 @main.command()

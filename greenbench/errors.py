@@ -24,6 +24,12 @@ class DeviceUnavailable(GreenbenchError):
     exit_code = 2
 
 
+class DoesNotFit(GreenbenchError):
+    """A configuration needs more memory or time than this machine can give it."""
+
+    exit_code = 2
+
+
 class KernelUnavailable(GreenbenchError):
     """A requested kernel backend (e.g. ``model.scan=native``) cannot run on this machine."""
 
@@ -42,6 +48,12 @@ class MeterReadError(GreenbenchError):
 
 class StoreError(GreenbenchError):
     """The results database cannot be opened, is locked, or is not a greenbench database."""
+
+    exit_code = 2
+
+
+class OutputError(GreenbenchError):
+    """An output path (``--out``) exists without --force, is no file or folder, or is unwritable."""
 
     exit_code = 2
 

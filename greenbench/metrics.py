@@ -14,6 +14,9 @@ compute them the same way. Conventions, each chosen once here:
   otherwise (pipeline schedules) the pooled union of every rank's step times, noted.
 - **Wait energy** = energy × wait fraction: an attribution estimate (it assumes power is flat
   across compute and waiting), not a measurement.
+- **MFU above 1** is impossible, so it is never stored or shown, nor clamped: the peak (a CPU
+  calibration taken under load, say) or the FLOP count is wrong, and the repeat's MFU is None
+  with the reason in ``mfu_note``. (The launcher first re-measures a CPU peak that a run beat.)
 """
 
 from __future__ import annotations
@@ -44,6 +47,28 @@ def mfu(
     if peak_flops_per_device is None or peak_flops_per_device <= 0:
         return None
     return flops / (seconds * peak_flops_per_device * n_devices)
+
+
+def exceeds_peak(
+    flops: float, seconds: float, peak_flops_per_device: float | None, n_devices: int
+) -> bool:
+    """Whether the achieved FLOP/s per device is above the peak (MFU > 1: the peak is wrong)."""
+    value = mfu(flops, seconds, peak_flops_per_device, n_devices)
+    return value is not None and value > 1.0
+
+
+def checked_mfu(
+    flops: float, seconds: float, peak_flops_per_device: float | None, n_devices: int
+) -> tuple[float | None, str]:
+    """MFU and a note: above 1, MFU is unknown (None) and the note says why; never clamped."""
+    value = mfu(flops, seconds, peak_flops_per_device, n_devices)
+    if value is None or value <= 1.0:
+        return value, ""
+    achieved = flops / (seconds * n_devices)
+    return None, (
+        f"MFU unknown: the achieved {achieved:.3g} FLOP/s per device is {value:.0%} of the "
+        f"peak {peak_flops_per_device:.3g} FLOP/s, so the peak (or the FLOP count) is wrong"
+    )
 
 
 def _energy(
@@ -92,7 +117,8 @@ def aggregate_repeat(
     """Combine one repeat's rank results into the ``results`` row (conventions: module doc).
 
     ``idle_power_w`` is the summed idle power of the nodes (None: no net energy);
-    ``peak_flops`` is per device (None: no MFU); ``carbon_g_per_kwh`` None: no CO2.
+    ``peak_flops`` is per device (None: no MFU; exceeded: MFU None with ``mfu_note``);
+    ``carbon_g_per_kwh`` None: no CO2.
     """
     if not ranks:
         raise ValueError("aggregate_repeat needs at least one rank result")
@@ -126,6 +152,8 @@ def aggregate_repeat(
     def per_token(joules: float | None) -> float | None:
         return joules / tokens if joules is not None and tokens > 0 else None
 
+    mfu_value, mfu_note = checked_mfu(flops, seconds, peak_flops, n_devices)
+
     return RepeatResult(
         repeat=repeats.pop(),
         tokens=tokens,
@@ -142,7 +170,7 @@ def aggregate_repeat(
         joules_per_token=per_token(energy_j),
         net_joules_per_token=per_token(energy_net_j),
         flops=flops,
-        mfu=mfu(flops, seconds, peak_flops, n_devices),
+        mfu=mfu_value,
         peak_mem_bytes=max(r.peak_mem_bytes for r in ranks),
         step_time_p50_s=percentile(step_times, 50),
         step_time_p95_s=percentile(step_times, 95),
@@ -155,6 +183,7 @@ def aggregate_repeat(
         ),
         loss=loss,
         energy_note="; ".join(notes),
+        mfu_note=mfu_note,
         step_times_s=step_times,
     )
 

@@ -95,6 +95,8 @@ class RepeatResult:
     co2_g: float | None
     loss: float
     energy_note: str = ""
+    #: why MFU is unknown (the achieved rate beat the peak), or how the peak was re-measured
+    mfu_note: str = ""
     step_times_s: tuple[float, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
@@ -119,3 +121,4 @@ class RunOutcome:
     warnings: list[str] = field(default_factory=list)
     error_tail: str | None = None  # the failing rank's last lines of output
     log_path: str | None = None  # where the worker logs were kept
+    contended: bool | None = None  # the machine was shared while it ran (None: not watched)

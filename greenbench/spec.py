@@ -82,6 +82,9 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "energy.source": ("auto", "nvml", "zeus", "rapl", "estimate"),
 }
 
+MAX_SEED = 2**63 - 1
+MAX_IDLE_S = 60.0
+
 POSITIVE = (
     "nproc",
     "nnodes",
@@ -124,7 +127,10 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     key, raw = (part.strip() for part in text.split("=", 1))
     check_key(key)
     if "," in raw:
-        return key, [coerce(key, item.strip()) for item in raw.split(",") if item.strip()]
+        values = [coerce(key, item.strip()) for item in raw.split(",") if item.strip()]
+        if not values:
+            raise SpecError(f"--set {key}={raw!r} sweeps no values (give a,b,… or one value)")
+        return key, values
     return key, coerce(key, raw)
 
 
@@ -133,7 +139,13 @@ def coerce(key: str, value: Any) -> Any:
     check_key(key)
     default = DEFAULTS[key]
     if isinstance(value, list):
+        if not value:
+            raise SpecError(f"setting {key!r} sweeps no values (an empty list)")
+        if any(isinstance(v, (list, dict)) for v in value):
+            raise SpecError(f"setting {key!r}: a sweep is a flat list of values, got {value!r}")
         return [coerce(key, v) for v in value]
+    if isinstance(value, dict):
+        raise SpecError(f"setting {key!r} expects a value, got a table {value!r}")
     if key in AUTO_INTS:
         if isinstance(value, str) and value.strip().lower() == "auto":
             return "auto"
@@ -309,6 +321,7 @@ def expand_suite(suite: SuiteSpec, cli: dict[str, Any], *, label: str | None) ->
 def check_values(s: dict[str, Any]) -> None:
     """Every value on its own: choices, registries, presets, signs. SpecError on the first."""
     from greenbench.data import COST_MODELS, LENGTH_DISTRIBUTIONS
+    from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.models import FAMILIES
     from greenbench.strategies import STRATEGIES
 
@@ -341,6 +354,14 @@ def check_values(s: dict[str, Any]) -> None:
             raise SpecError(f"{key} must be >= 1 or 'auto', got {s[key]!r}")
     if s["train.max_steps"] < s["train.steps"]:
         raise SpecError("train.max_steps must be >= train.steps")
+    if s["energy.idle_s"] > MAX_IDLE_S:
+        raise SpecError(
+            f"energy.idle_s={s['energy.idle_s']:g} is longer than {MAX_IDLE_S:g} s: a longer "
+            "idle window only delays the run (its power is averaged over the window)"
+        )
+    if s["seed"] > MAX_SEED:
+        raise SpecError(f"seed must be at most 2**63 - 1 (a 64-bit integer), got {s['seed']}")
+    carbon_intensity_g_per_kwh(s["energy.region"])  # SpecError for an unknown region
 
 
 def check_degrees_fit_model(s: dict[str, Any], degrees: dict[str, int]) -> None:

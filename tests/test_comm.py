@@ -59,9 +59,7 @@ def test_records_on_gloo_say_bytes_dims_and_who_waited(tmp_path: Path):
         reduce = by_op["dp_shard", "all_reduce"]
         assert reduce.calls == 1 and reduce.bytes == 4000  # 1000 float32 values
         assert by_op["world", "barrier"].bytes == 0
-        assert r["transfer"] + r["waiting"] == pytest.approx(
-            sum(c.seconds for c in r["records"])
-        )
+        assert r["transfer"] + r["waiting"] == pytest.approx(sum(c.seconds for c in r["records"]))
     # rank 0 waited ~0.4 s in the all-reduce for the late rank 1; rank 1 waited in the barrier
     r0_reduce = {(c.dim, c.op): c for c in r0["records"]}["dp_shard", "all_reduce"]
     r1_reduce = {(c.dim, c.op): c for c in r1["records"]}["dp_shard", "all_reduce"]

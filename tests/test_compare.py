@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 from datetime import datetime, timedelta
@@ -474,3 +475,50 @@ def test_greenbench_export_files_are_refs(seeded_db: Path, tmp_path: Path, fmt: 
     v = compare(from_db, from_file[from_file["label"] == "main"])
     assert len(v.rows) == 9 and not v.mismatches
     assert all(r.ratio == pytest.approx(1.0) for r in v.rows)
+
+
+# --- stored text that looks like rich markup ---------------------------------------------------
+
+
+def test_compare_prints_a_bracketed_label_ref_literally(tmp_path: Path) -> None:
+    """A label ``[/bold] x`` used as a REF is printed as written (it used to crash rich), in the
+    table and in Markdown, with bracketed configuration names and a bracketed error beside it."""
+    from click.testing import CliRunner
+
+    from greenbench.cli import main
+
+    label, flat = "[/bold] x", list(np.linspace(1.0, 1.02, 7))
+    name = "transformer/tiny [red]seq=128[/red]"
+    path = make_db(
+        tmp_path / "b.duckdb",
+        [
+            {"run_id": "aaaa00000001", "label": "main", "config_name": name, "values": flat},
+            {"run_id": "bbbb00000002", "label": label, "config_name": name, "values": flat},
+            {"run_id": "cccc00000003", "label": label, "config_key": "k2", "values": flat,
+             "config_name": "mamba [/i] only here"},
+            {"run_id": "dddd00000004", "label": label, "values": [], "status": "failed",
+             "error": "failed: [red]x[/red] and [1, 2]"},
+        ],
+    )  # fmt: skip
+    for baseline, candidate in (("main", label), (label, "main")):
+        result = CliRunner().invoke(
+            main, ["compare", "--baseline", baseline, "--candidate", candidate, "--db", str(path)]
+        )
+        assert result.exit_code == 0, result.output
+        text = " ".join(result.output.split())
+        assert f"greenbench compare: {baseline} → {candidate}" in text
+        assert name in text and "mamba [/i] only here [estimate]" in text
+    md = CliRunner().invoke(
+        main,
+        ["compare", "--baseline", "main", "--candidate", label, "--format", "markdown",
+         "--db", str(path)],
+    )  # fmt: skip
+    assert md.exit_code == 0, md.output
+    assert f"candidate `{label}`" in md.output and "`mamba [/i] only here`" in md.output
+
+
+def test_markdown_code_spans_survive_backticks() -> None:
+    v = compare(frame([1.0] * 7), frame([1.0] * 7))
+    v = dataclasses.replace(v, baseline_ref="a`b", candidate_ref="`c")
+    md = render_markdown(v)
+    assert "baseline ``a`b`` → candidate `` `c ``" in md

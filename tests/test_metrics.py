@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from greenbench.energy.base import EnergyWindow
-from greenbench.metrics import aggregate_repeat, mfu, summarise
+from greenbench.metrics import aggregate_repeat, checked_mfu, exceeds_peak, mfu, summarise
 from greenbench.results import RankResult
 
 
@@ -68,6 +68,22 @@ def test_mfu() -> None:
         mfu(1.0, 0.0, 1e10, 1)
     with pytest.raises(ValueError):
         mfu(1.0, 1.0, 1e10, 0)
+
+
+def test_mfu_above_one_is_unknown_with_its_reason_never_clamped() -> None:
+    # the two ranks do 1.2e10 FLOPs in 2.5 s on 2 devices: 2.4e9 FLOP/s per device
+    r = aggregate(two_ranks(), peak_flops=2e9)  # a peak measured too low: 120 %
+    assert r.mfu is None  # unknown: neither 1.2 nor 1.0
+    assert r.mfu_note.startswith("MFU unknown") and "120%" in r.mfu_note
+    assert "2.4e+09" in r.mfu_note and "2e+09" in r.mfu_note  # achieved, and the peak beaten
+    assert r.tokens_per_s == pytest.approx(1600.0)  # the rest of the row is kept
+    exact = aggregate(two_ranks(), peak_flops=2.4e9)  # exactly at the peak is possible
+    assert exact.mfu == pytest.approx(1.0) and exact.mfu_note == ""
+    assert aggregate(two_ranks()).mfu_note == ""  # 24 %: nothing to say
+    assert exceeds_peak(1.2e10, 2.5, 2e9, 2) and not exceeds_peak(1.2e10, 2.5, 2.4e9, 2)
+    assert not exceeds_peak(1.2e10, 2.5, None, 2)
+    assert checked_mfu(6e10, 3.0, 1e10, 4) == (pytest.approx(0.5), "")
+    assert checked_mfu(6e10, 3.0, 1e9, 4)[0] is None
 
 
 def test_aggregate_two_ranks_by_hand() -> None:

@@ -155,9 +155,12 @@ def test_nproc_and_the_layout_resolve_from_each_other():
           "layout.dp_shard": 4}],
     )  # fmt: skip
     assert derived["nproc"] == 4
-    assert expand("transformer-vs-mamba", [{"model.family": "mamba", "data.seq_len": 256}])[
-        0
-    ].layout.world == 1
+    assert (
+        expand("transformer-vs-mamba", [{"model.family": "mamba", "data.seq_len": 256}])[
+            0
+        ].layout.world
+        == 1
+    )
 
 
 def test_layout_settings_are_part_of_the_identity():

@@ -2,6 +2,10 @@
 
 Symbols: ``+`` worse (a regression), ``-`` better (an improvement), ``~`` no significant change,
 ``?`` inconclusive; ``!`` marks an unstable row (CV above the cap).
+
+REFs, labels, configuration names and reasons come from users and databases: the terminal table
+prints them as plain ``Text`` or ``escape``d (a label ``[/bold] x`` is shown as written, never read
+as rich markup), and Markdown puts them in code spans that no backtick inside can close.
 """
 
 from __future__ import annotations
@@ -9,6 +13,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 from pathlib import Path
 from typing import TextIO
 
@@ -45,7 +50,7 @@ def cells(row: Row, mode: str = "samples") -> list[str]:
     return [
         row.symbol + flag,
         row.workload,
-        row.config_name,
+        f"{row.config_name} {row.layout}".strip(),
         f"{row.metric} {arrow}",
         row.energy_label,
         f"{base_label}/{row.n_candidate}",
@@ -83,8 +88,8 @@ def rule_line(verdict: Verdict) -> str:
 def render_table(verdict: Verdict, out: TextIO) -> None:
     """The terminal table, mismatches, notes and the summary line."""
     console = Console(file=out, width=None if out.isatty() else 180, highlight=False)
-    title = f"greenbench compare: {verdict.baseline_ref or 'baseline'} → "
-    title += verdict.candidate_ref or "candidate"
+    title = Text(f"greenbench compare: {verdict.baseline_ref or 'baseline'} → ")
+    title.append(verdict.candidate_ref or "candidate")
     table = Table(*_HEADERS, title=title, box=box.SIMPLE_HEAD)
     for row in verdict.rows:
         c = cells(row, verdict.mode)
@@ -97,7 +102,7 @@ def render_table(verdict: Verdict, out: TextIO) -> None:
         console.print(f"note: {escape(note)}")
     console.print(escape(rule_line(verdict)), style="dim")
     style = "bold red" if verdict.exit_code == 3 else "bold"
-    console.print(f"{verdict.summary} (exit {verdict.exit_code})", style=style)
+    console.print(Text(f"{verdict.summary} (exit {verdict.exit_code})", style=style))
 
 
 def render_markdown(verdict: Verdict) -> str:
@@ -105,7 +110,8 @@ def render_markdown(verdict: Verdict) -> str:
     lines = [
         f"### greenbench compare: {verdict.summary}",
         "",
-        f"baseline `{verdict.baseline_ref or '?'}` → candidate `{verdict.candidate_ref or '?'}`"
+        f"baseline {_code(verdict.baseline_ref or '?')} → "
+        f"candidate {_code(verdict.candidate_ref or '?')}"
         + (" (history mode)" if verdict.mode == "history" else ""),
         "",
         "| " + " | ".join(h or "·" for h in _HEADERS) + " |",
@@ -118,7 +124,7 @@ def render_markdown(verdict: Verdict) -> str:
     if verdict.mismatches:
         lines += ["", "**Not compared**", ""]
         lines += [
-            f"- {m.side}: {m.workload} `{m.config_name}` ({m.energy}): {m.reason}"
+            f"- {m.side}: {m.workload} {_code(m.config_name)} ({m.energy}): {m.reason}"
             for m in verdict.mismatches
         ]
     if verdict.notes:
@@ -159,3 +165,12 @@ def _num(v: float) -> str:
 
 def _md(text: str) -> str:
     return text.replace("|", "\\|")
+
+
+def _code(text: str) -> str:
+    """``text`` as a Markdown code span, fenced by more backticks than it holds in a row."""
+    text = str(text).replace("\n", " ")
+    longest = max((len(run) for run in re.findall("`+", text)), default=0)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") else ""
+    return f"{fence}{pad}{text}{pad}{fence}"

@@ -163,6 +163,7 @@ def _row_fields(
     return {
         "workload": workload,
         "config_name": _name(group),
+        "layout": _layout(group),
         "config_key": str(first["config_key"]),
         "energy_source": str(first["energy_source"]),
         "energy_measured": bool(first["energy_measured"]),
@@ -270,6 +271,13 @@ def _values(group: pd.DataFrame, column: str) -> np.ndarray:
         raise SpecError(f"results have no column {column!r}")
     values = pd.to_numeric(group[column], errors="coerce").to_numpy(float, na_value=np.nan)
     return values[~np.isnan(values)]
+
+
+def _layout(group: pd.DataFrame) -> str:
+    """The configuration's layout text ("" for results exported before layouts were stored)."""
+    if "layout" in group.columns and pd.notna(group["layout"].iloc[0]):
+        return str(group["layout"].iloc[0])
+    return ""
 
 
 def _name(group: pd.DataFrame) -> str:

@@ -59,6 +59,7 @@ class Row:
     status: str  # regression | improvement | unchanged | inconclusive
     unstable: bool
     note: str = ""
+    layout: str = ""  # e.g. "dpr1-dps2-tp1-pp1-cp1"
 
     @property
     def symbol(self) -> str:

@@ -9,12 +9,14 @@ as ``--db PATH`` after ``--``.
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import greenbench
+from greenbench.processes import die_with_parent
 
 APP = Path(greenbench.__file__).resolve().parent / "dashboard_app" / "app.py"
 
@@ -64,14 +66,33 @@ def serve(
     print(f"greenbench dashboard on http://{host}:{port}  database {db}{note}", flush=True)
     # cwd: `python -m` puts the working directory first on sys.path, where a stray click.py or
     # altair.py of the user's would shadow the real one; the db path is already absolute
-    proc = subprocess.Popen(build_command(db, port, headless, address), env=env, cwd=APP.parent)
+    # the server dies with us even on SIGKILL (PR_SET_PDEATHSIG); SIGTERM and SIGHUP stop it
+    # like Ctrl-C does (Python's default for them would end us at once and orphan it)
+    proc = subprocess.Popen(
+        build_command(db, port, headless, address),
+        env=env,
+        cwd=APP.parent,
+        preexec_fn=die_with_parent,
+    )
+    previous = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    for sig in previous:
+        signal.signal(sig, _interrupt)
     try:
         return proc.wait()
     except KeyboardInterrupt:
         proc.terminate()
-        proc.wait(timeout=10)
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
         return 0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt

@@ -56,3 +56,25 @@ def write_json(path: Path, data: dict[str, Any]) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
+
+
+def cpu_busy_seconds() -> float | None:
+    """CPU-seconds this machine's cores have been busy since boot (every process, steal
+    included; guest time is inside user), or None where the system does not say."""
+    try:
+        import psutil
+
+        t = psutil.cpu_times()
+    except Exception:  # psutil missing or unsupported platform: unknown
+        return None
+    fields = ("user", "nice", "system", "irq", "softirq", "steal")
+    return sum(float(getattr(t, f, 0.0)) for f in fields)
+
+
+def logical_cores() -> int:
+    try:
+        import psutil
+
+        return int(psutil.cpu_count() or os.cpu_count() or 1)
+    except Exception:
+        return os.cpu_count() or 1

@@ -12,6 +12,10 @@ come from ``greenbench.reporting.leaderboard`` (the dashboard's pure core), so r
 dashboard agree.
 Plots use matplotlib's Agg canvas directly (no pyplot state), so reports can be written from any
 thread or process.
+
+The folder is built under a temporary name beside the target and renamed into place when complete
+(``greenbench.outputs``): a failure leaves no half-written report, and an existing non-empty folder
+is replaced only with ``force``.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ from matplotlib.figure import Figure
 
 import greenbench
 from greenbench.errors import StoreError
+from greenbench.outputs import atomic_folder, resolve_target
 from greenbench.reporting.leaderboard import leaderboard, pareto_front_by
 from greenbench.reporting.refs import load_ref, query_results
 from greenbench.vocabulary import energy_label
@@ -36,19 +41,41 @@ _DPI = 110
 
 
 def write_report(
-    db_path: str | Path, out_dir: Path, *, title: str = "greenbench report", ref: str | None = None
+    db_path: str | Path,
+    out_dir: Path,
+    *,
+    title: str = "greenbench report",
+    ref: str | None = None,
+    force: bool = False,
 ) -> Path:
     """Write the report for every configuration in ``db_path`` (or only those ``ref`` names).
 
-    Returns the path of the written ``README.md``; PNGs sit next to it and are linked
-    relatively.
+    Returns the absolute path of the written ``README.md``; PNGs sit next to it and are linked
+    relatively. An existing non-empty ``out_dir`` is an OutputError unless ``force``: then a
+    folder holding only an earlier report (README.md and PNGs) is replaced whole, and in any
+    other folder only the report's own files are replaced.
     """
+    target = resolve_target(out_dir, kind="folder", force=force)
     raw = load_ref(db_path, ref) if ref else query_results(db_path)
     if raw.empty:
         raise StoreError(f"{db_path} holds no finished runs: run `greenbench run --suite smoke`")
     table = summarise(raw)
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with atomic_folder(target, swap=_only_report_files(target), last="README.md") as tmp:
+        _write_files(tmp, raw, table, title)
+    return target / "README.md"
+
+
+def _only_report_files(folder: Path) -> bool:
+    """Whether ``folder`` holds nothing but what a report writes (README.md and PNGs)."""
+    if not folder.is_dir():
+        return False
+    return all(
+        p.is_file() and not p.is_symlink() and (p.name == "README.md" or p.suffix == ".png")
+        for p in folder.iterdir()
+    )
+
+
+def _write_files(out_dir: Path, raw: pd.DataFrame, table: pd.DataFrame, title: str) -> None:
     lines = [f"# {title}", "", *_provenance(raw, table), "", "## Leaderboard", ""]
     lines += _leaderboard(table)
     lines += ["", "## Speed against energy (Pareto front)", ""]
@@ -59,9 +86,7 @@ def write_report(
     for workload, group in table.groupby("workload", sort=True):
         lines += ["", f"## Workload `{workload}`", ""]
         lines += _workload_section(str(workload), group, out_dir)
-    path = out_dir / "README.md"
-    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    return path
+    (out_dir / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
@@ -120,16 +145,17 @@ def _provenance(raw: pd.DataFrame, table: pd.DataFrame) -> list[str]:
 
 def _leaderboard(table: pd.DataFrame) -> list[str]:
     lines = [
-        "| workload | configuration | devices | energy | J/token (median [95% CI]) | tokens/s "
-        "| MFU | peak mem (MiB) | repeats |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| workload | configuration | layout | devices | energy | J/token (median [95% CI]) "
+        "| tokens/s | MFU | peak mem (MiB) | repeats |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     one_device_type = table["device_type"].nunique() == 1  # then the header names it
     for r in table.itertuples():
         device = f"×{r.devices}" if one_device_type else f"{r.device_type} ×{r.devices}"
         jpt = f"{_g(r.jpt)} [{_g(r.jpt_lo)}, {_g(r.jpt_hi)}]"
         mfu = "n/a" if math.isnan(r.mfu) else f"{r.mfu:.1%}"
-        cells = [r.workload, r.config_name, device, r.energy, jpt, _g(r.tokens_per_s), mfu]
+        cells = [r.workload, r.config_name, r.layout, device, r.energy, jpt]
+        cells += [_g(r.tokens_per_s), mfu]
         cells += [_g(r.peak_mem_mib), str(r.n_repeats)]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     return lines

@@ -1,4 +1,11 @@
-"""Terminal rendering for the read-only CLI commands (list, show, doctor), with rich."""
+"""Terminal rendering of stored runs for `greenbench list runs` and `greenbench show` (rich).
+
+Everything printed here that came from a user, a database or an exception (labels, errors,
+configuration names, settings, paths, ...) goes through ``cell`` / ``_fmt``, which escape rich
+markup: a label ``[/bold] x`` or an error ``[red]x[/red]`` is shown literally and never breaks or
+restyles the output. NULL columns (None, NaN, pandas' NA) of unfinished or failed runs print as
+"—" instead of reaching rich as floats.
+"""
 
 from __future__ import annotations
 
@@ -6,9 +13,12 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+
+MISSING = "—"
 
 
 class _Stdout:
@@ -25,77 +35,70 @@ class _Stdout:
 console = _Stdout()
 
 
-def _fmt(value: Any, spec: str = ".4g") -> str:
-    if value is None:
-        return "—"
+def _missing(value: Any) -> bool:
+    """None, NaN or pandas' NA: what a NULL column becomes in a query's rows."""
+    if value is None or value is pd.NA:
+        return True
     try:
-        if value != value:  # NaN
-            return "—"
+        return bool(value != value)  # NaN
+    except (TypeError, ValueError):
+        return False
+
+
+def cell(value: Any) -> str:
+    """A value as a markup-safe cell; a missing one as "—"."""
+    return MISSING if _missing(value) else escape(str(value))
+
+
+def _fmt(value: Any, spec: str = ".4g") -> str:
+    """A number formatted by ``spec``, markup-safe; a missing one as "—"."""
+    if _missing(value):
+        return MISSING
+    try:
         return format(value, spec)
     except (TypeError, ValueError):
-        return str(value)
+        return escape(str(value))
 
 
-def listing(what: str, db_path: Path, limit: int) -> None:
-    if what == "suites":
-        from greenbench.spec import available_suites, load_suite
+def runs_table(db_path: Path, limit: int) -> None:
+    """`greenbench list runs`: the newest runs, any status."""
+    from greenbench.store import list_runs
 
-        table = Table("suite", "description")
-        for name in available_suites():
-            table.add_row(name, load_suite(name).description)
-        console.print(table)
-    elif what == "workloads":
-        from greenbench.workloads import WORKLOADS
-
-        table = Table("workload", "question", "sweeps")
-        for wl in WORKLOADS.values():
-            sweeps = ", ".join(f"{k}={v}" for k, v in wl.sweep.items())
-            table.add_row(wl.name, wl.question, sweeps)
-        console.print(table)
-    elif what == "settings":
-        from greenbench.spec import DEFAULTS
-
-        table = Table("setting", "default")
-        for key, value in DEFAULTS.items():
-            table.add_row(key, repr(value))
-        console.print(table)
-    else:
-        from greenbench.store import list_runs
-
-        runs = list_runs(db_path, limit=limit)
-        if runs.empty:
-            console.print(f"no runs in {db_path} yet: `greenbench run --suite smoke`")
-            return
-        table = Table(
-            "run id",
-            "status",
-            "workload",
-            "configuration",
-            "layout",
-            "repeats",
-            "tokens/s",
-            "J/token",
-            "source",
-            "started",
+    runs = list_runs(db_path, limit=limit)
+    if runs.empty:
+        console.print(f"no runs in {cell(db_path)} yet: `greenbench run --suite smoke`")
+        return
+    table = Table(
+        "run id",
+        "status",
+        "workload",
+        "configuration",
+        "layout",
+        "repeats",
+        "tokens/s",
+        "J/token",
+        "source",
+        "started",
+    )
+    for r in runs.itertuples():
+        # unfinished and failed runs have NULL energy columns: NaN or NA here, not None
+        source = MISSING if _missing(r.energy_source) else str(r.energy_source)
+        estimated = not _missing(r.energy_measured) and not bool(r.energy_measured)
+        if estimated and "estimate" not in source:
+            source += " (estimated)"
+        table.add_row(
+            cell(r.run_id),
+            cell(r.status),
+            cell(r.workload),
+            cell(r.config_name),
+            cell(r.layout),
+            cell(r.n_repeats),
+            _fmt(r.tokens_per_s_median, ",.0f"),
+            ("≈ " if estimated else "") + _fmt(r.joules_per_token_median),
+            escape(source),
+            cell(str(r.started_at)[:19] if not _missing(r.started_at) else None),
         )
-        for r in runs.itertuples():
-            source = r.energy_source or "—"
-            estimated = r.energy_measured is False
-            if estimated and "estimate" not in source:
-                source += " (estimated)"
-            table.add_row(
-                r.run_id,
-                r.status,
-                r.workload,
-                escape(str(r.config_name)),
-                str(r.layout),
-                str(r.n_repeats),
-                _fmt(r.tokens_per_s_median, ",.0f"),
-                ("≈ " if estimated else "") + _fmt(r.joules_per_token_median),
-                source,
-                str(r.started_at)[:19],
-            )
-        console.print(table)
+    console.print(table)
 
 
 def run_detail(db_path: Path, run_id: str) -> None:
@@ -103,32 +106,35 @@ def run_detail(db_path: Path, run_id: str) -> None:
 
     run = get_run(db_path, run_id)
     console.print(
-        f"[bold]{run['run_id']}[/bold]  {run['workload']}  {run['config_name']}  "
-        f"status={run['status']}"
+        f"[bold]{cell(run['run_id'])}[/bold]  {cell(run['workload'])}  "
+        f"{cell(run['config_name'])}  status={cell(run['status'])}"
     )
+    rank = cell(run.get("failed_rank"))
     if run.get("error"):
-        console.print(f"[red]error[/red] (rank {run.get('failed_rank')}): {escape(run['error'])}")
+        console.print(f"[red]error[/red] (rank {rank}): {cell(run['error'])}")
     for warning in run.get("warnings") or []:
-        console.print(f"[yellow]warning[/yellow]: {escape(str(warning))}")
+        console.print(f"[yellow]warning[/yellow]: {cell(warning)}")
     if run.get("error_tail"):
-        console.print(f"last lines of rank {run.get('failed_rank')}'s output:")
-        console.print(escape(run["error_tail"]), highlight=False)
+        console.print(f"last lines of rank {rank}'s output:")
+        console.print(cell(run["error_tail"]), highlight=False)
     if run.get("log_path"):
-        console.print(f"worker logs: {escape(run['log_path'])}")
+        console.print(f"worker logs: {cell(run['log_path'])}")
     console.print(
-        f"device {escape(str(run['device_type']))} ×{run['nproc'] * run['nnodes']} "
-        f"{run['precision']}; label={escape(str(run.get('label')))} git={run.get('git_sha')}; "
-        f"peak {_fmt(run.get('peak_flops'))} FLOP/s ({run.get('peak_flops_source')})"
+        f"device {cell(run['device_type'])} ×{run['nproc'] * run['nnodes']} "
+        f"{cell(run['precision'])}; label={cell(run.get('label'))} "
+        f"git={cell(run.get('git_sha'))}; "
+        f"peak {_fmt(run.get('peak_flops'))} FLOP/s ({cell(run.get('peak_flops_source'))})"
     )
     kernels = run.get("kernels") or {}
-    quota = {True: "on", False: "off"}.get(run.get("rank_cpu_quota"), "—")
+    quota = {True: "on", False: "off"}.get(run.get("rank_cpu_quota"), MISSING)
     console.print(
-        f"layout {run['layout']} ({run['strategy']}); kernels "
-        + (", ".join(f"{k}={v}" for k, v in sorted(kernels.items())) or "—")
+        f"layout {cell(run['layout'])} ({cell(run['strategy'])}); kernels "
+        + (", ".join(f"{cell(k)}={cell(v)}" for k, v in sorted(kernels.items())) or MISSING)
         + f"; rank CPU quota {quota}"
     )
     config = run["config"] if isinstance(run["config"], dict) else json.loads(run["config"])
-    console.print("settings: " + ", ".join(f"{k}={v}" for k, v in config["settings"].items()))
+    settings = (config or {}).get("settings") or {}
+    console.print("settings: " + ", ".join(f"{cell(k)}={cell(v)}" for k, v in settings.items()))
     results = run.get("results", [])
     if results:
         est = "" if all(r["energy_measured"] for r in results) else " [yellow](estimate)[/yellow]"
@@ -160,9 +166,12 @@ def run_detail(db_path: Path, run_id: str) -> None:
                 _fmt(r["step_time_p50_s"], ".3f"),
                 _fmt(r["wait_fraction"], ".1%"),
                 _fmt(r["co2_g"], ".3g"),
-                r.get("energy_note") or "",
+                cell(r.get("energy_note") or ""),
             )
         console.print(table)
+        for r in results:  # why an MFU is unknown, or how its peak was re-measured
+            if r.get("mfu_note"):
+                console.print(f"MFU of repeat {r['repeat']}: {cell(r['mfu_note'])}")
     comm = run.get("comm_records", [])
     if comm:
         table = Table(
@@ -173,8 +182,8 @@ def run_detail(db_path: Path, run_id: str) -> None:
             table.add_row(
                 str(c["repeat"]),
                 str(c["rank"]),
-                c["dim"],
-                c["op"],
+                cell(c["dim"]),
+                cell(c["op"]),
                 str(c["calls"]),
                 _fmt(c["bytes"] / 2**20, ",.2f"),
                 _fmt(c["seconds"], ".3f"),
@@ -197,22 +206,3 @@ def run_detail(db_path: Path, run_id: str) -> None:
                 _fmt(r["energy_j"], ".4g"),
             )
         console.print(table)
-
-
-def doctor() -> None:
-    from greenbench.energy.select import (
-        cuda_device_names,
-        describe_cuda,
-        doctor_report,
-        explain_choices,
-    )
-
-    names = cuda_device_names()
-    probes = doctor_report()
-    console.print(f"[bold]devices[/bold]: {describe_cuda(names)}")
-    table = Table("energy source", "available", "why")
-    for p in probes:
-        table.add_row(p.source, "[green]yes[/green]" if p.available else "[red]no[/red]", p.reason)
-    console.print(table)
-    for line in explain_choices(probes, names).values():
-        console.print(line)

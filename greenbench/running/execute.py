@@ -24,9 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from greenbench.errors import WorkerFailed
+from greenbench.processes import die_with_parent
 from greenbench.results import RankResult
 from greenbench.running.cpu_quota import RankQuotas
-from greenbench.running.process import die_with_parent
+from greenbench.running.hangs import find_hang
 from greenbench.vocabulary import RunSpec
 
 
@@ -69,6 +70,7 @@ def worker_command(
 
 
 RANK_LOGS = "ranks"  # torchrun's --log-dir inside a configuration's working folder
+TEMP_PREFIX = "greenbench-"  # a configuration's working folder: greenbench-<launcher pid>-…
 TAIL_LINES = 20
 
 
@@ -95,7 +97,7 @@ def execute(
     copied to ``keep_logs`` before the temporary folder goes.
     """
     timeout_s = spec.settings["timeout_s"]
-    with tempfile.TemporaryDirectory(prefix="greenbench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
         out = Path(tmp)
         spec_file = out / "spec.json"
         spec_file.write_text(spec.to_json())
@@ -122,10 +124,12 @@ def execute(
             try:
                 code = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
+                hang = find_hang(proc.pid, out)
                 kill_group(proc)
                 raise WorkerFailed(
-                    f"timed out after {timeout_s:g} s (timeout_s)",
-                    tail=tail_of(log),
+                    f"timed out after {timeout_s:g} s (timeout_s){hang.describe()}",
+                    rank=hang.rank,
+                    tail=tail_of(rank_log(out, hang.rank) or log),
                     log_dir=keep(out, keep_logs),
                 ) from None
             except BaseException:
@@ -164,6 +168,29 @@ def rank_quotas(spec: RunSpec) -> Iterator[RankQuotas | None]:
         return
     with RankQuotas(spec.settings["nproc"]) as quotas:
         yield quotas
+
+
+def sweep_stale_temp(directory: Path | None = None) -> list[Path]:
+    """Remove the working folders of launchers that no longer exist (a SIGKILLed launcher
+    cannot remove its own); return what was removed. Folders of live launchers stay."""
+    removed = []
+    for path in Path(directory or tempfile.gettempdir()).glob(f"{TEMP_PREFIX}*-*"):
+        pid = path.name[len(TEMP_PREFIX) :].split("-", 1)[0]
+        if not pid.isdigit() or not path.is_dir() or _alive(int(pid)):
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def keep(out: Path, dest: Path | None) -> str | None:

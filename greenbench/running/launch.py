@@ -2,23 +2,35 @@
 
 The launcher is the only writer of the database. For each configuration it inserts a `running`
 row, executes, aggregates the ranks' windows into one row per repeat and finishes the row in one
-short transaction. A failing configuration is stored as `failed` (with the rank and its error)
-and the suite goes on; Ctrl-C marks the current one `interrupted`, keeps the rest and re-raises.
+short transaction. It reads every block of the database before the first configuration trains
+(a damaged file is refused), and a finished run whose write cannot get the database's lock
+(another process holds it past ``$GREENBENCH_LOCK_WAIT_S``) goes to a result shard beside it,
+merged by the next run or `greenbench merge`: a measurement is never lost to a lock. A failing
+configuration is stored as `failed` (with the rank and its error) and the suite goes on; Ctrl-C
+marks the current one `interrupted`, keeps the rest and re-raises.
 """
 
 from __future__ import annotations
 
 import datetime as dt
 import json
+import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from greenbench.errors import GreenbenchError, WorkerFailed
-from greenbench.results import RunOutcome
-from greenbench.running.execute import execute, failed_rank_of, threads_per_rank
+from greenbench.errors import DoesNotFit, GreenbenchError, WorkerFailed
+from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.running.contention import ContentionWatch
+from greenbench.running.execute import (
+    execute,
+    failed_rank_of,
+    sweep_stale_temp,
+    threads_per_rank,
+)
+from greenbench.running.preflight import check_energy_sources, why_it_cannot_fit
 from greenbench.running.resolve import resolve_spec
 from greenbench.vocabulary import RunSpec
 
@@ -34,7 +46,8 @@ class RunSummary:
 
     @property
     def failed(self) -> int:
-        return sum(s != "ok" for s in self.statuses)
+        """Configurations that ran and did not finish ok (skipped ones did not run)."""
+        return sum(s not in ("ok", "skipped") for s in self.statuses)
 
 
 def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
@@ -50,11 +63,83 @@ def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
         if found is None:
             return None, None, name
         return found[0], found[1], name
+    peak = cpu_peak.cpu_gemm_peak_flops(*_cpu_peak_args(spec))
+    return peak, cpu_peak.CPU_GEMM_SOURCE, f"cpu:{machine.cpu_model()}"
+
+
+def trusted_peak(spec: RunSpec, peak: float | None) -> float | None:
+    """``peak`` when a time estimate may rest on it: a datasheet figure, or a CPU calibration
+    taken on a quiet machine. One taken under load comes out low and would overstate the
+    time a run needs, so the up-front time check is skipped rather than trusted to it."""
+    if peak is None or spec.settings["device"] == "cuda":
+        return peak
+    from greenbench.hardware import cpu_peak
+
+    record = cpu_peak.calibration_record(*_cpu_peak_args(spec))
+    return peak if record is not None and record.get("trusted") else None
+
+
+def _cpu_peak_args(spec: RunSpec) -> tuple[int, Any]:
+    """(intra-op threads per rank, torch dtype) the CPU peak of ``spec`` is calibrated for."""
     import torch
 
+    s = spec.settings
     dtype = torch.bfloat16 if s["precision"] == "bf16" else torch.float32
-    peak = cpu_peak.cpu_gemm_peak_flops(threads_per_rank(s["nproc"]), dtype)
-    return peak, cpu_peak.CPU_GEMM_SOURCE, f"cpu:{machine.cpu_model()}"
+    return threads_per_rank(s["nproc"]), dtype
+
+
+def aggregate_checked(
+    spec: RunSpec,
+    ranks: list[RankResult],
+    peak: float | None,
+    peak_source: str | None,
+    *,
+    n_devices: int,
+    idle_power_w: float | None,
+    carbon_g_per_kwh: float | None,
+) -> tuple[list[RepeatResult], float | None]:
+    """Each repeat's row, and the peak its MFU is relative to.
+
+    A run whose achieved FLOP/s per device beats a CPU calibration proves the calibration too
+    low (e.g. taken while other processes held cores): it is measured again, once, now that the
+    run's ranks have exited, and MFU recomputed against the new peak, each repeat noting it.
+    Where the run still beats the peak (or beats a GPU datasheet figure), MFU is stored unknown
+    with its reason (``metrics.checked_mfu``): never above 1, never clamped.
+    """
+    from dataclasses import replace
+
+    from greenbench.hardware import cpu_peak
+    from greenbench.metrics import aggregate_repeat, exceeds_peak
+
+    def aggregate(p: float | None) -> list[RepeatResult]:
+        return [
+            aggregate_repeat(
+                [r for r in ranks if r.repeat == k],
+                idle_power_w=idle_power_w,
+                peak_flops=p,
+                n_devices=n_devices,
+                carbon_g_per_kwh=carbon_g_per_kwh,
+            )
+            for k in range(spec.settings["repeats"])
+        ]
+
+    repeats = aggregate(peak)
+    beaten = [r for r in repeats if exceeds_peak(r.flops, r.seconds, peak, n_devices)]
+    if not beaten or peak_source != cpu_peak.CPU_GEMM_SOURCE:
+        return repeats, peak
+    threads, dtype = _cpu_peak_args(spec)
+    before = cpu_peak.describe(cpu_peak.calibration_record(threads, dtype))
+    new_peak = cpu_peak.cpu_gemm_peak_flops(threads, dtype, recalibrate=True)
+    after = cpu_peak.describe(cpu_peak.calibration_record(threads, dtype))
+    achieved = max(r.flops / (r.seconds * n_devices) for r in beaten)
+    note = (
+        f"CPU peak re-measured after the run, which reached {achieved:.3g} FLOP/s per device, "
+        f"above the calibrated {peak:.3g} ({before}); now {new_peak:.3g} ({after})"
+    )
+    return [
+        replace(r, mfu_note="; ".join(filter(None, (r.mfu_note, note))))
+        for r in aggregate(new_peak)
+    ], new_peak
 
 
 def run_row(
@@ -134,67 +219,99 @@ def run_specs(
     specs: list[RunSpec],
     db_path: Path,
     *,
-    on_event: Callable[[str, RunSpec, dict[str, Any]], None] | None = None,
+    on_event: Callable[[str, RunSpec | None, dict[str, Any]], None] | None = None,
     rdzv: dict[str, Any] | None = None,
     resume: bool = False,
+    force: bool = False,
 ) -> RunSummary:
     """Run every spec, storing each as it finishes. ``on_event`` drives progress display.
 
     With ``resume``, configurations that already have an ``ok`` run with the same identity and
     label in the database are skipped (reported as ``skipped``), so an interrupted suite can be
     finished without repeating what was stored.
+
+    Before anything is stored, forced energy sources are checked, and every configuration is
+    checked against this machine (`greenbench.running.preflight`; ``force`` skips the latter):
+    one configuration that cannot fit is refused (DoesNotFit, exit 2, nothing written); in a
+    suite it is stored ``skipped`` with the reason and the others run.
     """
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.hardware.fingerprint import fingerprint as machine_fingerprint
-    from greenbench.metrics import aggregate_repeat
     from greenbench.running.cpu_quota import sweep_stale
-    from greenbench.store import Store, config_key, new_run_id
+    from greenbench.store import Store, config_key, merge_pending, new_run_id
 
     emit = on_event or (lambda *_: None)
     specs = [resolve_spec(sp) for sp in specs]
     sweep_stale()  # quota groups a killed launcher left behind
+    sweep_stale_temp()  # and its working folders
+    check_energy_sources(specs)
     if rdzv and rdzv.get("node_rank"):
         return follow_specs(specs, rdzv, emit)
-    store = Store(db_path)  # validates the file before any run starts
+    peaks = [peak_flops_for(spec) for spec in specs]
+    refused = {} if force else {
+        i: why
+        for i, (spec, peak) in enumerate(zip(specs, peaks, strict=True))
+        if (why := why_it_cannot_fit(spec, trusted_peak(spec, peak[0]))) is not None
+    }  # fmt: skip
+    if len(specs) == 1 and refused:
+        raise DoesNotFit(f"{specs[0].name} {refused[0]} (--force runs it anyway)")
+    now: dict[str, Any] = {}  # the configuration a wait for the database's lock is for
+    store = Store(  # validates the file and reads every block of it before any run starts
+        db_path,
+        write_wait_s=lock_wait_s(),
+        verify=True,
+        on_wait=lambda waited: emit("wait", now.get("spec"), {"waited_s": waited}),
+    )
+    # shards an earlier run (or a cluster job) left: merged now, one transaction each
+    for line in merge_pending(store, timeout_s=store.lock_timeout_s).lines():
+        emit("note", None, {"message": line})
     fingerprint = machine_fingerprint()
     idle = IdlePower()
     summary = RunSummary()
     done = finished_configs(db_path) if resume else set()
-    for spec in specs:
+    for i, spec in enumerate(specs):
         s = spec.settings
         if (config_key(spec.identity()), spec.label) in done:
             emit("skip", spec, {})
             continue
         carbon = carbon_intensity_g_per_kwh(s["energy.region"])
-        peak, peak_source, device_type = peak_flops_for(spec)
+        peak, peak_source, device_type = peaks[i]
         run_id = new_run_id()
-        store.begin_run(run_row(spec, run_id, device_type, fingerprint, carbon))
+        if i in refused:
+            reason = f"cannot fit this machine: {refused[i]} (--force runs it anyway)"
+            store.begin_run(run_row(spec, run_id, device_type, fingerprint, carbon))
+            store.mark_run(run_id, "skipped", reason)
+            record(summary, spec, run_id, "skipped", reason)
+            emit("end", spec, {"run_id": run_id, "status": "skipped", "error": reason})
+            continue
+        now["spec"] = spec
+        if not store.begin_run(run_row(spec, run_id, device_type, fingerprint, carbon)):
+            emit("note", spec, {"message": f"{db_path} is locked by another process: run "
+                                f"{run_id} goes ahead and is stored when it finishes"})  # fmt: skip
         emit("start", spec, {"run_id": run_id})
         status, error = "ok", None
         try:
             idle_w = idle.get(spec)
-            execution = execute(spec, rdzv, keep_logs=logs_dir_for(db_path) / run_id)
+            with ContentionWatch() as watch:
+                execution = execute(spec, rdzv, keep_logs=logs_dir_for(db_path) / run_id)
             ranks = execution.ranks
             world = s["nproc"] * s["nnodes"]
-            repeats = [
-                aggregate_repeat(
-                    [r for r in ranks if r.repeat == k],
-                    idle_power_w=idle_w,
-                    peak_flops=peak,
-                    n_devices=world,
-                    carbon_g_per_kwh=carbon[0],
-                )
-                for k in range(s["repeats"])
-            ]
+            repeats, peak = aggregate_checked(
+                spec, ranks, peak, peak_source,
+                n_devices=world, idle_power_w=idle_w, carbon_g_per_kwh=carbon[0],
+            )  # fmt: skip
             outcome = RunOutcome(
                 status="ok",
                 repeats=repeats,
                 ranks=ranks,
                 peak_flops=peak,
                 peak_flops_source=peak_source,
-                warnings=execution.warnings,
+                warnings=[*execution.warnings, *([watch.reason] if watch.contended else [])],
                 log_path=execution.log_dir,
+                contended=watch.contended,
             )
+            if watch.contended:
+                emit("note", spec, {"message": f"{run_id}: {watch.reason}"})
         except KeyboardInterrupt:
             store.mark_run(run_id, "interrupted", "interrupted by the user (SIGINT/SIGTERM)")
             emit("end", spec, {"run_id": run_id, "status": "interrupted"})
@@ -211,11 +328,10 @@ def run_specs(
         except GreenbenchError as exc:
             status, error = "failed", str(exc)
             outcome = RunOutcome(status="failed", error=error)
-        store.finish_run(run_id, outcome)
-        summary.run_ids.append(run_id)
-        summary.statuses.append(status)
-        summary.names.append(spec.name)
-        summary.errors.append(error)
+        shard = store.finish_run(run_id, outcome)
+        if shard is not None:
+            emit("note", spec, {"message": stored_in_shard(db_path, run_id, shard)})
+        record(summary, spec, run_id, status, error)
         emit(
             "end",
             spec,
@@ -224,11 +340,41 @@ def run_specs(
     return summary
 
 
+def record(summary: RunSummary, spec: RunSpec, run_id: str, status: str, error: str | None) -> None:
+    summary.run_ids.append(run_id)
+    summary.statuses.append(status)
+    summary.names.append(spec.name)
+    summary.errors.append(error)
+
+
 def logs_dir_for(db_path: Path) -> Path:
     """Where the worker logs of failed (or warned) runs are kept: ``<db stem>-logs/<run id>/``
     beside the database, so `greenbench show` can point to them."""
     db_path = Path(db_path)
     return db_path.absolute().parent / f"{db_path.stem}-logs"
+
+
+def lock_wait_s() -> float:
+    """How long a finished run's write waits for a database another process holds before the
+    run goes to a shard: ``$GREENBENCH_LOCK_WAIT_S`` seconds, 60 by default."""
+    from greenbench.errors import StoreError
+
+    text = os.environ.get("GREENBENCH_LOCK_WAIT_S", "60")
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0 <= value < float("inf"):
+        raise StoreError(f"GREENBENCH_LOCK_WAIT_S must be a number of seconds ≥ 0, got {text!r}")
+    return value
+
+
+def stored_in_shard(db_path: Path, run_id: str, shard: Path) -> str:
+    """The line that tells a user where a run went when the database would not take it."""
+    return (
+        f"{db_path} stayed locked by another process: run {run_id} was stored in {shard}; "
+        "the next `greenbench run` or `greenbench merge` folds it into the database"
+    )
 
 
 def follow_specs(

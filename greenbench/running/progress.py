@@ -1,4 +1,9 @@
-"""Live progress of `greenbench run` (rich), and the closing summary table."""
+"""Live progress of `greenbench run` (rich), and the closing summary table.
+
+Configuration names, errors and paths come from users and exceptions: they are ``escape``d before
+rich reads the line as markup, so an error such as ``[red]x[/red]`` or ``[1, 2]`` is printed as
+written and never breaks the progress display or the failures table at the end.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -14,7 +20,12 @@ from greenbench.vocabulary import RunSpec
 
 
 def run_with_progress(
-    specs: list[RunSpec], db_path: Path, *, rdzv: dict[str, Any] | None = None, resume: bool = False
+    specs: list[RunSpec],
+    db_path: Path,
+    *,
+    rdzv: dict[str, Any] | None = None,
+    resume: bool = False,
+    force: bool = False,
 ) -> RunSummary:
     """Run specs with a progress bar; print one line per finished run and a summary."""
     console = Console(stderr=True)
@@ -30,18 +41,27 @@ def run_with_progress(
     ) as progress:
         task = progress.add_task("starting", total=len(specs))
 
-        def on_event(kind: str, spec: RunSpec, info: dict[str, Any]) -> None:
+        def on_event(kind: str, spec: RunSpec | None, info: dict[str, Any]) -> None:
+            if kind == "wait":  # another process holds the database; the write is waiting
+                waited = f"{info['waited_s']:.0f} s"
+                progress.update(
+                    task, description=f"database locked by another process; waiting… ({waited})"
+                )
+                return
+            if kind == "note":
+                progress.console.print(f"[yellow]{escape(info['message'])}[/yellow]")
+                return
             if kind == "start":
-                progress.update(task, description=spec.name)
+                progress.update(task, description=escape(spec.name))
                 return
             if kind == "skip":
                 progress.advance(task)
-                progress.console.print(f"{'skipped':<11} {'':12}  {spec.name} (already ok)")
+                progress.console.print(f"{'skipped':<11} {'':12}  {escape(spec.name)} (already ok)")
                 return
             progress.advance(task)
             status = info["status"]
             repeats = info.get("repeats") or []
-            line = f"{status:<11} {info['run_id']}  {spec.name}"
+            line = escape(f"{status:<11} {info['run_id']}  {spec.name}")
             if repeats:
                 r = sorted(repeats, key=lambda x: x.tokens_per_s)[len(repeats) // 2]
                 jpt = (
@@ -52,24 +72,29 @@ def run_with_progress(
                 mfu = f"MFU {r.mfu:.1%}" if r.mfu is not None else "MFU n/a"
                 line += f"  {r.tokens_per_s:,.0f} tok/s  {jpt}  {mfu}"
             if info.get("error"):
-                line += f"  [red]{info['error']}[/red]"
+                line += f"  [red]{escape(str(info['error']))}[/red]"
             progress.console.print(line)
             rows.append((spec.name, status, info.get("error")))
 
         try:
-            summary = run_specs(specs, db_path, on_event=on_event, rdzv=rdzv, resume=resume)
+            summary = run_specs(
+                specs, db_path, on_event=on_event, rdzv=rdzv, resume=resume, force=force
+            )
         except KeyboardInterrupt:
-            console.print(f"[yellow]interrupted[/yellow]: finished runs are kept in {db_path}")
+            kept = escape(str(db_path))
+            console.print(f"[yellow]interrupted[/yellow]: finished runs are kept in {kept}")
             raise SystemExit(130) from None
     ok = sum(s == "ok" for s in summary.statuses)
-    console.print(f"{ok}/{len(summary.statuses)} configurations ok; results in {db_path}")
-    if summary.failed:
-        table = Table(title="failures")
+    console.print(
+        f"{ok}/{len(summary.statuses)} configurations ok; results in {escape(str(db_path))}"
+    )
+    if any(status != "ok" for status in summary.statuses):
+        table = Table(title="not ok")
         table.add_column("configuration")
         table.add_column("status")
         table.add_column("error")
         for name, status, error in rows:
             if status != "ok":
-                table.add_row(name, status, error or "")
+                table.add_row(escape(name), escape(status), escape(str(error or "")))
         console.print(table)
     return summary

@@ -27,8 +27,9 @@ from typing import Any
 import torch
 
 from greenbench.comm import CommRecorder
+from greenbench.processes import die_with_parent, exit_now
 from greenbench.results import CommRecord, RankResult
-from greenbench.running.process import die_with_parent, exit_now
+from greenbench.running.hangs import dump_stacks_on_request
 from greenbench.running.window import WindowTally, batch_flops, settle_calls
 from greenbench.strategies import STRATEGIES, DistContext
 from greenbench.strategies.base import synchronize
@@ -260,6 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     rank = int(os.environ.get("RANK", 0))
     die_with_parent()
     join_quota(args.out, rank)
+    dump_stacks_on_request(args.out, rank)  # the launcher asks when the run times out
     try:
         import torch.distributed as dist
 

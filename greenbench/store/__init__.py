@@ -10,9 +10,14 @@ an entry of ``MIGRATIONS`` (SQL taking version N to N+1). A new file gets the v1
 every migration, in one transaction, built in a temporary file and linked into place, so a
 crash never leaves a half-made database behind. A file that is not ours, or is newer than this
 code, is refused without being touched.
+
+A run the file will not take in time (another process holds it) goes to a result shard beside
+it, ``<db>.shards/<run_id>.duckdb`` (``write_shard``), which `greenbench merge` or the launcher's
+next open folds in (``shards``). `greenbench run` reads every block of the file before anything
+trains, so a damaged file is refused, untouched, before minutes of training are spent on it.
 """
 
-from greenbench.store.connection import read_frame
+from greenbench.store.connection import DatabaseLocked, read_frame, shard_dir
 from greenbench.store.queries import (
     EXPORT_FORMATS,
     check_integrity,
@@ -22,6 +27,7 @@ from greenbench.store.queries import (
     power_samples,
     unfinished_runs,
 )
+from greenbench.store.shards import MergeReport, merge_pending, merge_shards, pending_shards
 from greenbench.store.writer import (
     FINAL_STATUSES,
     MIGRATIONS,
@@ -29,6 +35,7 @@ from greenbench.store.writer import (
     SCHEMA_VERSION,
     Store,
     new_run_id,
+    write_shard,
 )
 from greenbench.vocabulary import config_key
 
@@ -38,14 +45,21 @@ __all__ = [
     "MIGRATIONS",
     "RUN_STATUSES",
     "SCHEMA_VERSION",
+    "DatabaseLocked",
+    "MergeReport",
     "Store",
     "check_integrity",
     "config_key",
     "export",
     "get_run",
     "list_runs",
+    "merge_pending",
+    "merge_shards",
     "new_run_id",
+    "pending_shards",
     "power_samples",
     "read_frame",
+    "shard_dir",
     "unfinished_runs",
+    "write_shard",
 ]

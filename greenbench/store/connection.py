@@ -1,9 +1,11 @@
 """Opening the results database: refusing foreign files, retrying while another process holds
-the lock, and read-only queries that open, read and close."""
+the lock, and read-only queries that open, read and close; refusing damaged files before anything
+is spent on them (every block read), and where a database's result shards go."""
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +20,10 @@ _JSON_COLUMNS = ("config", "hardware", "versions", "step_times_s", "warnings", "
 _DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file
 
 T = TypeVar("T")
+
+
+class DatabaseLocked(StoreError):
+    """Another process held the results database for longer than the caller would wait."""
 
 
 def _is_lock_error(exc: duckdb.Error) -> bool:
@@ -41,10 +47,17 @@ def _check_duckdb_file(path: Path) -> None:
 
 
 def _connect(
-    path: Path, *, read_only: bool, timeout_s: float, delay_s: float = 0.05
+    path: Path,
+    *,
+    read_only: bool,
+    timeout_s: float,
+    delay_s: float = 0.05,
+    on_wait: Callable[[float], None] | None = None,
 ) -> duckdb.DuckDBPyConnection:
-    """Open ``path``, retrying with backoff for ``timeout_s`` while another process holds it."""
-    deadline = time.monotonic() + timeout_s
+    """Open ``path``, retrying with backoff for ``timeout_s`` while another process holds it;
+    ``on_wait(seconds waited so far)`` is called before each retry (a progress display)."""
+    start = time.monotonic()
+    deadline = start + timeout_s
     delay = delay_s
     while True:
         try:
@@ -53,9 +66,12 @@ def _connect(
             if not _is_lock_error(exc):
                 raise StoreError(f"cannot open results database {path}: {exc}") from None
             if time.monotonic() + delay > deadline:
-                raise StoreError(
-                    f"{path} is locked by another process (is a `greenbench run` writing to it?)"
+                raise DatabaseLocked(
+                    f"{path} is locked by another process (is a `greenbench run` writing to it, "
+                    "or a dashboard, export or notebook holding a connection?)"
                 ) from None
+        if on_wait is not None:
+            on_wait(time.monotonic() - start)
         time.sleep(delay)
         delay = min(delay * 2, 0.5)
 
@@ -79,6 +95,87 @@ def _read(
         raise StoreError(f"query on {path} failed: {exc}") from None
     finally:
         con.close()
+
+
+def read_every_table(con: duckdb.DuckDBPyConnection) -> None:
+    """Read every column of every row of every table, so that DuckDB checks the checksum of
+    every data block (a corrupt block or a truncated file raises here; hashing the whole row
+    keeps the rows out of Python and no column can be skipped)."""
+    for (table,) in con.execute("SHOW TABLES").fetchall():
+        con.execute(f'SELECT count(*), bit_xor(hash(t)) FROM "{table}" AS t').fetchall()
+
+
+#: the tables that hold a run's rows (every one has a run_id column): runs and its children
+RUN_TABLES_SQL = (
+    "SELECT DISTINCT table_name FROM duckdb_columns() WHERE column_name = 'run_id' "
+    "AND database_name = current_database() AND schema_name = 'main' ORDER BY table_name"
+)
+_PROBE_RUN_ID = "~greenbench-probe~"  # never a real run id (those are hex)
+
+
+def verify_file(
+    path: Path,
+    *,
+    read_timeout_s: float,
+    write_timeout_s: float,
+    on_wait: Callable[[float], None] | None = None,
+) -> None:
+    """Refuse a damaged database before anything is spent on it, leaving the file as it was.
+
+    Reads every data block (DuckDB checks each block's checksum as it reads it), then makes a
+    write that is rolled back, which reads the index blocks the key constraints use (a
+    rolled-back transaction writes nothing to the file). A truncated file or a corrupt block is
+    a StoreError of one line; a file another process holds past ``write_timeout_s`` is
+    ``DatabaseLocked``."""
+
+    def damaged(exc: duckdb.Error) -> StoreError:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return StoreError(
+            f"{path} is damaged (truncated, or a corrupt block: {reason}); refusing to use it, "
+            "the file was left unchanged: restore it from a copy, or pass another --db"
+        )
+
+    con = _connect(path, read_only=True, timeout_s=read_timeout_s)
+    try:
+        read_every_table(con)
+        tables = [t for (t,) in con.execute(RUN_TABLES_SQL).fetchall()]
+    except duckdb.Error as exc:
+        raise damaged(exc) from None
+    finally:
+        con.close()
+    con = _connect(path, read_only=False, timeout_s=write_timeout_s, on_wait=on_wait)
+    try:
+        con.begin()
+        try:
+            for table in tables:
+                con.execute(
+                    f"INSERT INTO {table} SELECT * REPLACE ('{_PROBE_RUN_ID}' AS run_id) "
+                    f"FROM {table} LIMIT 1"
+                )
+        finally:
+            con.rollback()
+    except duckdb.Error as exc:
+        raise damaged(exc) from None
+    finally:
+        con.close()
+
+
+def shard_dir(db_path: str | Path) -> Path:
+    """The folder of a database's result shards: ``<db>.shards/`` beside it (see ``shards``)."""
+    db = Path(db_path)
+    return db.with_name(db.name + ".shards")
+
+
+def ready_shard_dir(db_path: str | Path) -> Path:
+    """Create (if needed) the shard folder and check it can be written, or StoreError."""
+    folder = shard_dir(db_path)
+    try:
+        folder.mkdir(exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create shard folder {folder}: {exc.strerror}") from None
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise StoreError(f"shard folder {folder} is not a writable folder")
+    return folder
 
 
 def _fetch_dicts(con: duckdb.DuckDBPyConnection, sql: str, params: list[Any]) -> list[dict]:

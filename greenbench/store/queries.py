@@ -9,9 +9,10 @@ from typing import Any
 import duckdb
 import pandas as pd
 
-from greenbench.errors import StoreError
+from greenbench.errors import OutputError, StoreError
+from greenbench.outputs import atomic_file, resolve_target
 from greenbench.store import writer
-from greenbench.store.connection import _fetch_dicts, _read, read_frame
+from greenbench.store.connection import _fetch_dicts, _read, read_every_table, read_frame
 
 
 def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd.DataFrame:
@@ -102,16 +103,23 @@ def unfinished_runs(db_path: str | Path) -> pd.DataFrame:
 EXPORT_FORMATS = ("csv", "json", "parquet")
 
 
-def export(db_path: str | Path, fmt: str, out: str | Path) -> list[Path]:
+def export(db_path: str | Path, fmt: str, out: str | Path, *, force: bool = False) -> list[Path]:
     """Write runs joined with their results (one row per repeat; runs without results keep one
     row of NULL results) to one file; ``out`` is a file path or an existing directory (then
-    ``greenbench.<fmt>`` inside it). ``energy_source``/``energy_measured`` are per repeat."""
+    ``greenbench.<fmt>`` inside it). ``energy_source``/``energy_measured`` are per repeat.
+
+    Returns the absolute path written. An existing file is replaced only with ``force``; the
+    file is written under a temporary name beside it and renamed when complete, so a failure
+    (a full disk, an unwritable folder) leaves no partial file (``greenbench.outputs``)."""
     if fmt not in EXPORT_FORMATS:
         raise StoreError(f"unknown export format {fmt!r}; use one of {', '.join(EXPORT_FORMATS)}")
     out = Path(out)
     target = out / f"greenbench.{fmt}" if out.is_dir() else out
     if not target.parent.is_dir():
         raise StoreError(f"cannot export to {target}: directory {target.parent} does not exist")
+    target = resolve_target(target, kind="file", force=force)
+    if Path(db_path).exists() and target.exists() and target.samefile(db_path):
+        raise OutputError(f"{target} is the results database itself: export to another file")
     sql = (
         "SELECT ru.* EXCLUDE (energy_source, energy_measured), "
         "COALESCE(re.energy_source, ru.energy_source) AS energy_source, "
@@ -123,7 +131,8 @@ def export(db_path: str | Path, fmt: str, out: str | Path) -> list[Path]:
     # DuckDB's COPY writes doubles at full precision and JSON columns as nested JSON
     options = {"csv": "FORMAT csv, HEADER", "json": "FORMAT json, ARRAY true"}
     copy = f"COPY ({sql}) TO ? ({options.get(fmt, 'FORMAT parquet')})"
-    _read(Path(db_path), lambda con: con.execute(copy, [str(target)]), timeout_s=8.0)
+    with atomic_file(target) as tmp:
+        _read(Path(db_path), lambda con: con.execute(copy, [str(tmp)]), timeout_s=8.0)
     return [target]
 
 
@@ -137,8 +146,7 @@ def check_integrity(db_path: str | Path) -> list[str]:
 
     def query(con: duckdb.DuckDBPyConnection) -> list[str]:
         problems = []
-        for table in ("runs", "results", "rank_results", "power_samples", "schema_version"):
-            con.execute(f"SELECT * FROM {table}").fetchall()
+        read_every_table(con)
         versions = [v for (v,) in con.execute("SELECT version FROM schema_version").fetchall()]
         if max(versions, default=None) != writer.SCHEMA_VERSION:
             problems.append(f"schema version {versions} is not {writer.SCHEMA_VERSION}")

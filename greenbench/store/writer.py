@@ -20,7 +20,15 @@ import pandas as pd
 
 from greenbench.errors import StoreError
 from greenbench.results import RunOutcome
-from greenbench.store.connection import _JSON_COLUMNS, _check_duckdb_file, _connect, _read
+from greenbench.store.connection import (
+    _JSON_COLUMNS,
+    DatabaseLocked,
+    _check_duckdb_file,
+    _connect,
+    _read,
+    ready_shard_dir,
+    verify_file,
+)
 from greenbench.vocabulary import config_key
 
 Migration = str | Callable[[duckdb.DuckDBPyConnection], None]
@@ -46,8 +54,10 @@ def _load_migrations() -> dict[int, Migration]:
 MIGRATIONS: dict[int, Migration] = _load_migrations()
 SCHEMA_VERSION = 1 + len(MIGRATIONS)
 
-RUN_STATUSES = ("running", "ok", "failed", "interrupted")
-FINAL_STATUSES = ("ok", "failed", "interrupted")
+RUN_STATUSES = ("running", "ok", "failed", "interrupted", "skipped")
+#: skipped: refused before it ran (it cannot fit this machine), with the reason as its error
+FINAL_STATUSES = ("ok", "failed", "interrupted", "skipped")
+SHARD_SUFFIX = ".duckdb"
 
 
 def new_run_id() -> str:
@@ -62,20 +72,49 @@ def _utcnow() -> datetime:
 class Store:
     """The results database, opened by its only writer (the launcher).
 
-    Opening validates (or creates, or migrates) the file; each write then opens the file, runs
-    one transaction and closes it. Used as a context manager, runs begun here and not finished
-    when the block exits are marked ``interrupted`` (``failed`` if an exception other than
+    Opening validates (or creates, or migrates) the file; with ``verify`` it also reads every
+    block of it first (``connection.verify_file``). Each write opens the file, runs one
+    transaction and closes it. Used as a context manager, runs begun here and not finished when
+    the block exits are marked ``interrupted`` (``failed`` if an exception other than
     KeyboardInterrupt escaped), so a killed suite never leaves rows that claim to be running.
+
+    Another process holding the file (a dashboard, an export, a notebook) blocks every write.
+    Writes wait ``lock_timeout_s`` for it (a finished run's results ``write_wait_s``), calling
+    ``on_wait(seconds waited)`` meanwhile; then a run begun here goes to a result shard of its
+    own (``write_shard``) that `shards.merge_pending` folds in later (the launcher's next open,
+    `greenbench merge`), so a measurement is never lost to a lock. ``begin_run`` on a locked
+    file defers the row to the run's final write.
     """
 
-    def __init__(self, path: str | Path, *, lock_timeout_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        lock_timeout_s: float = 5.0,
+        write_wait_s: float | None = None,
+        verify: bool = False,
+        shard_fallback: bool = True,
+        on_wait: Callable[[float], None] | None = None,
+    ) -> None:
         self.path = Path(path)
         self.lock_timeout_s = lock_timeout_s
+        self.write_wait_s = lock_timeout_s if write_wait_s is None else write_wait_s
+        self.shard_fallback = shard_fallback
+        self.on_wait = on_wait
         self._unfinished: set[str] = set()
+        self._rows: dict[str, dict[str, Any]] = {}  # runs rows begun here, for a shard
+        self._deferred: set[str] = set()  # begun while the file was locked: row not stored yet
         self._check_location()
         if not self.path.exists():
             self._create()
         version = self._inspect()
+        if verify:
+            verify_file(
+                self.path,
+                read_timeout_s=lock_timeout_s,
+                write_timeout_s=self.write_wait_s,
+                on_wait=on_wait,
+            )
         if version < SCHEMA_VERSION:
             self._migrate(version)
             self._inspect()
@@ -178,8 +217,13 @@ class Store:
                 ) from None
 
     @contextmanager
-    def _transaction(self) -> Iterator[duckdb.DuckDBPyConnection]:
-        con = _connect(self.path, read_only=False, timeout_s=self.lock_timeout_s)
+    def _transaction(self, wait_s: float | None = None) -> Iterator[duckdb.DuckDBPyConnection]:
+        con = _connect(
+            self.path,
+            read_only=False,
+            timeout_s=self.lock_timeout_s if wait_s is None else wait_s,
+            on_wait=self.on_wait,
+        )
         try:
             con.begin()
             try:
@@ -195,9 +239,13 @@ class Store:
 
     # ----------------------------------------------------------------------- writes
 
-    def begin_run(self, row: dict[str, Any]) -> None:
+    def begin_run(self, row: dict[str, Any]) -> bool:
         """Insert one ``runs`` row with status 'running' (``started_at`` defaults to now, UTC;
-        ``config_key`` defaults to ``config_key(row["config"])``)."""
+        ``config_key`` defaults to ``config_key(row["config"])``).
+
+        Returns False when another process held the file past ``lock_timeout_s``: the row is
+        then kept here and written with the run's final write (to the file, or to a shard), and
+        the shard folder is checked now, so that a run never starts without a place to go."""
         row = dict(row)
         unknown = set(row) - self._columns
         if unknown:
@@ -217,22 +265,31 @@ class Store:
         for col, value in row.items():
             if isinstance(value, datetime) and value.tzinfo is not None:
                 row[col] = value.astimezone(timezone.utc).replace(tzinfo=None)
-        cols = sorted(row)
-        sql = f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
         try:
             with self._transaction() as con:
-                con.execute(sql, [row[c] for c in cols])
+                _insert_run(con, row)
+        except DatabaseLocked:
+            if not self.shard_fallback:
+                raise
+            ready_shard_dir(self.path)
+            self._deferred.add(row["run_id"])
         except StoreError as exc:
             if "constraint" in str(exc).lower():
                 raise StoreError(
                     f"run id {row['run_id']!r} already exists in {self.path}"
                 ) from None
             raise
+        self._rows[row["run_id"]] = row
         self._unfinished.add(row["run_id"])
+        return row["run_id"] not in self._deferred
 
-    def finish_run(self, run_id: str, outcome: RunOutcome) -> None:
+    def finish_run(self, run_id: str, outcome: RunOutcome) -> Path | None:
         """Store a run's repeats, rank results and power samples and close its ``runs`` row,
-        in one transaction. Calling it again for the same run replaces what was stored."""
+        in one transaction. Calling it again for the same run replaces what was stored.
+
+        Waits up to ``write_wait_s`` for a file another process holds; if it cannot be written
+        then (or the write fails), a run begun here goes to a shard, whose path is returned
+        (None: stored in the file)."""
         if outcome.status not in FINAL_STATUSES:
             raise StoreError(f"finish_run: status must be one of {FINAL_STATUSES}")
         results = [
@@ -258,61 +315,136 @@ class Store:
         source = "+".join(parts) if parts else None
         measured = all(r.energy_measured for r in outcome.repeats) if outcome.repeats else None
         hardware = json.dumps(outcome.hardware, sort_keys=True) if outcome.hardware else None
-        with self._transaction() as con:
-            self._require_run(con, run_id)
-            for table in ("results", "rank_results", "power_samples", "comm_records"):
-                con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
-            for table, rows in (("results", results), ("rank_results", ranks)):
-                if rows:
-                    cols = list(rows[0])
+        try:
+            with self._transaction(self.write_wait_s) as con:
+                self._own_row(con, run_id)
+                for table in ("results", "rank_results", "power_samples", "comm_records"):
+                    con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
+                for table, rows in (("results", results), ("rank_results", ranks)):
+                    if rows:
+                        cols = list(rows[0])
+                        con.executemany(
+                            f"INSERT INTO {table} ({', '.join(cols)}) "
+                            f"VALUES ({', '.join('?' * len(cols))})",
+                            [[row[c] for c in cols] for row in rows],
+                        )
+                if comm:
                     con.executemany(
-                        f"INSERT INTO {table} ({', '.join(cols)}) "
-                        f"VALUES ({', '.join('?' * len(cols))})",
-                        [[row[c] for c in cols] for row in rows],
+                        "INSERT INTO comm_records (run_id, repeat, rank, dim, op, calls, bytes, "
+                        "seconds, wait_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        comm,
                     )
-            if comm:
-                con.executemany(
-                    "INSERT INTO comm_records (run_id, repeat, rank, dim, op, calls, bytes, "
-                    "seconds, wait_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    comm,
-                )
-            if len(samples):
-                con.register("_greenbench_samples", samples)
-                cols = ", ".join(samples.columns)
+                if len(samples):
+                    con.register("_greenbench_samples", samples)
+                    cols = ", ".join(samples.columns)
+                    con.execute(
+                        f"INSERT INTO power_samples ({cols}) SELECT {cols} FROM _greenbench_samples"
+                    )
+                    con.unregister("_greenbench_samples")
                 con.execute(
-                    f"INSERT INTO power_samples ({cols}) SELECT {cols} FROM _greenbench_samples"
-                )
-                con.unregister("_greenbench_samples")
-            con.execute(
-                "UPDATE runs SET status = ?, error = ?, failed_rank = ?, finished_at = ?, "
-                "energy_source = COALESCE(?, energy_source), "
-                "energy_measured = COALESCE(?::BOOLEAN, energy_measured), "
-                "peak_flops = COALESCE(?::DOUBLE, peak_flops), "
-                "peak_flops_source = COALESCE(?, peak_flops_source), "
-                "hardware = COALESCE(?::JSON, hardware), warnings = ?::JSON, error_tail = ?, "
-                "log_path = ? WHERE run_id = ?",
-                [outcome.status, outcome.error, outcome.failed_rank, _utcnow(), source, measured,
-                 outcome.peak_flops, outcome.peak_flops_source, hardware,
-                 json.dumps(outcome.warnings) if outcome.warnings else None, outcome.error_tail,
-                 outcome.log_path, run_id],
-            )  # fmt: skip
-        self._unfinished.discard(run_id)
+                    "UPDATE runs SET status = ?, error = ?, failed_rank = ?, finished_at = ?, "
+                    "energy_source = COALESCE(?, energy_source), "
+                    "energy_measured = COALESCE(?::BOOLEAN, energy_measured), "
+                    "peak_flops = COALESCE(?::DOUBLE, peak_flops), "
+                    "peak_flops_source = COALESCE(?, peak_flops_source), "
+                    "hardware = COALESCE(?::JSON, hardware), warnings = ?::JSON, error_tail = ?, "
+                    "log_path = ?, contended = ? WHERE run_id = ?",
+                    [outcome.status, outcome.error, outcome.failed_rank, _utcnow(), source,
+                     measured, outcome.peak_flops, outcome.peak_flops_source, hardware,
+                     json.dumps(outcome.warnings) if outcome.warnings else None,
+                     outcome.error_tail, outcome.log_path, outcome.contended, run_id],
+                )  # fmt: skip
+        except StoreError as exc:
+            return self._to_shard(run_id, exc, outcome=outcome)
+        self._done(run_id)
+        return None
 
-    def mark_run(self, run_id: str, status: str, error: str | None = None) -> None:
-        """Set a run's final status (and error text) without results, e.g. 'interrupted'."""
+    def mark_run(self, run_id: str, status: str, error: str | None = None) -> Path | None:
+        """Set a run's final status (and error text) without results, e.g. 'interrupted'.
+        Like ``finish_run``, a run begun here goes to a shard (returned) if the file cannot be
+        written within ``lock_timeout_s``."""
         if status not in FINAL_STATUSES:
             raise StoreError(f"mark_run: status must be one of {FINAL_STATUSES}, got {status!r}")
-        with self._transaction() as con:
+        try:
+            with self._transaction() as con:
+                self._own_row(con, run_id)
+                con.execute(
+                    "UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE run_id = ?",
+                    [status, error, _utcnow(), run_id],
+                )
+        except StoreError as exc:
+            return self._to_shard(run_id, exc, status=status, error=error)
+        self._done(run_id)
+        return None
+
+    def _own_row(self, con: duckdb.DuckDBPyConnection, run_id: str) -> None:
+        """The run's ``runs`` row exists in this transaction: written now if it was deferred."""
+        if run_id in self._deferred:
+            _insert_run(con, self._rows[run_id])
+        else:
             self._require_run(con, run_id)
-            con.execute(
-                "UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE run_id = ?",
-                [status, error, _utcnow(), run_id],
-            )
+
+    def _to_shard(self, run_id: str, exc: StoreError, **final: Any) -> Path:
+        """Write a run begun here that the file would not take to its own shard; re-raise
+        ``exc`` for any other run (nothing to write a shard from)."""
+        if not self.shard_fallback or run_id not in self._rows:
+            raise exc
+        try:
+            path = write_shard(self.path, self._rows[run_id], **final)
+        except StoreError as err:
+            raise StoreError(
+                f"run {run_id} could not be stored: {exc}; nor in a shard: {err}"
+            ) from None
+        self._done(run_id)
+        return path
+
+    def _done(self, run_id: str) -> None:
         self._unfinished.discard(run_id)
+        self._deferred.discard(run_id)
 
     def _require_run(self, con: duckdb.DuckDBPyConnection, run_id: str) -> None:
         if con.execute("SELECT 1 FROM runs WHERE run_id = ?", [run_id]).fetchone() is None:
             raise StoreError(f"no run {run_id!r} in {self.path} (begin_run it first)")
+
+
+def write_shard(
+    db_path: str | Path,
+    row: dict[str, Any],
+    *,
+    outcome: RunOutcome | None = None,
+    status: str | None = None,
+    error: str | None = None,
+) -> Path:
+    """Write one run to its result shard ``<db>.shards/<run_id>.duckdb`` (a small results
+    database of its own, the same schema) and return its path: its ``runs`` row, as
+    ``begin_run`` takes it, closed by ``outcome`` (results, ranks, power samples, communication
+    records) or by a final ``status`` without results. The shard is written under a hidden name
+    and renamed when complete, so no shard is ever half written; one already there for the run
+    is replaced, as a second ``finish_run`` replaces what was stored."""
+    folder = ready_shard_dir(db_path)
+    run_id = row["run_id"]
+    target = folder / f"{run_id}{SHARD_SUFFIX}"
+    tmp = folder / f".{run_id}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+    try:
+        shard = Store(tmp, shard_fallback=False)
+        shard.begin_run({**row, "status": "running"})
+        if outcome is not None:
+            shard.finish_run(run_id, outcome)
+        elif status is not None:
+            shard.mark_run(run_id, status, error)
+        os.replace(tmp, target)
+    except OSError as exc:
+        raise StoreError(f"cannot write shard {target}: {exc}") from None
+    finally:
+        for leftover in (tmp, tmp.with_name(tmp.name + ".wal")):
+            leftover.unlink(missing_ok=True)
+    return target
+
+
+def _insert_run(con: duckdb.DuckDBPyConnection, row: dict[str, Any]) -> None:
+    cols = sorted(row)
+    sql = f"INSERT INTO runs ({', '.join(cols)}) VALUES ({', '.join('?' * len(cols))})"
+    con.execute(sql, [row[c] for c in cols])
 
 
 def _apply_migrations(con: duckdb.DuckDBPyConnection, from_version: int) -> None:

@@ -229,7 +229,7 @@ def test_setting_torch_forces_the_torch_scan(kernel, monkeypatch):
 def test_setting_native_and_auto_use_the_kernel(kernel):
     assert resolve_scan("auto", "cpu") == "native"
     assert resolve_scan("native", "cpu") == "native"
-    with pytest.raises(SpecError, match="model.scan='fast'"):
+    with pytest.raises(SpecError, match=r"model\.scan='fast'"):
         resolve_scan("fast", "cpu")
     with pytest.raises(KernelUnavailable, match="CPU kernel"):
         resolve_scan("native", "cuda")

@@ -91,3 +91,18 @@ def test_the_native_reason_is_the_ranks_own_line_not_torchruns_report(tmp_path):
     # without per-rank files the combined log is read, and torchrun's own line is skipped
     (rank_dir / "stderr.log").unlink()
     assert first_error(tmp_path, 1, log) == message
+
+
+def test_working_folders_of_dead_launchers_are_swept(tmp_path):
+    import os
+
+    from greenbench.running.execute import sweep_stale_temp
+
+    dead_pid = 2**22 + 12345  # above Linux's default pid_max: no such process
+    dead = tmp_path / f"greenbench-{dead_pid}-abc"
+    live = tmp_path / f"greenbench-{os.getpid()}-def"
+    other = tmp_path / "greenbench-notapid"
+    for folder in (dead, live, other):
+        (folder / "ranks").mkdir(parents=True)
+    assert sweep_stale_temp(tmp_path) == [dead]
+    assert not dead.exists() and live.exists() and other.exists()

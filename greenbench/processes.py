@@ -1,5 +1,6 @@
-"""How rank processes live and end: they die with their launcher, and they end without running
-interpreter finalization after distributed work (see `exit_now`)."""
+"""How greenbench's child processes live and end: they die with the process that started them
+(ranks with their launcher, the Streamlit server with `greenbench dashboard`), and ranks end
+without running interpreter finalization after distributed work (see `exit_now`)."""
 
 from __future__ import annotations
 

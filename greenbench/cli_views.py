@@ -1,0 +1,58 @@
+"""What the CLI prints about greenbench itself and this machine: the suites, workloads and
+settings it offers (`greenbench list suites|workloads|settings`) and what the machine can
+measure (`greenbench doctor`). These views read the spec and probe meters (which import torch),
+so they stand at the CLI's level, above the torch-free views of stored results in `reporting`.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from greenbench.reporting.terminal import cell, console
+
+
+def catalog(what: str) -> None:
+    """`greenbench list suites|workloads|settings`."""
+    if what == "suites":
+        from greenbench.spec import available_suites, load_suite
+
+        table = Table("suite", "description")
+        for name in available_suites():
+            table.add_row(cell(name), cell(load_suite(name).description))
+        console.print(table)
+    elif what == "workloads":
+        from greenbench.workloads import WORKLOADS
+
+        table = Table("workload", "question", "sweeps")
+        for wl in WORKLOADS.values():
+            sweeps = ", ".join(f"{k}={v}" for k, v in wl.sweep.items())
+            table.add_row(cell(wl.name), cell(wl.question), cell(sweeps))
+        console.print(table)
+    elif what == "settings":
+        from greenbench.spec import DEFAULTS
+
+        table = Table("setting", "default")
+        for key, value in DEFAULTS.items():
+            table.add_row(cell(key), cell(repr(value)))
+        console.print(table)
+
+
+def doctor() -> None:
+    """`greenbench doctor`: devices, energy sources and why each is or is not usable."""
+    from greenbench.energy.select import (
+        cuda_device_names,
+        describe_cuda,
+        doctor_report,
+        explain_choices,
+    )
+
+    names = cuda_device_names()
+    probes = doctor_report()
+    console.print(f"[bold]devices[/bold]: {cell(describe_cuda(names))}")
+    table = Table("energy source", "available", "why")
+    for p in probes:
+        available = "[green]yes[/green]" if p.available else "[red]no[/red]"
+        table.add_row(cell(p.source), available, cell(p.reason))
+    console.print(table)
+    for line in explain_choices(probes, names).values():
+        console.print(cell(line))

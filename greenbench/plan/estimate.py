@@ -1,0 +1,87 @@
+"""What a configuration needs at the least, before it runs: memory per node and seconds.
+
+Both are **lower bounds**, so refusing on them never refuses a run that could have fitted:
+
+* memory: the model state every rank must hold (parameters, gradients and AdamW's two moments,
+  16 bytes per fp32 parameter, divided over the degrees that split them: ``dp_shard``, ``tp``,
+  ``pp``) plus the two activation tensors no training step avoids for one microbatch (the
+  float32 logits the loss reads, ``tokens × vocab × 4`` bytes, and one residual stream per
+  layer kept for backward, ``tokens × d_model × bytes`` per layer), times the ranks on a node;
+* time: the analytic FLOPs of the run's steps (warm-up, and every repeat's window at least
+  ``train.steps`` long or ``train.min_window_s`` long, whichever ends first) at 100 % of the
+  devices' peak. Real runs reach a fraction of peak, so they take longer still.
+
+Plain numbers in, plain numbers out: the launcher fills `Need` from the model's analytic
+description and the data's length distribution, and compares it with the machine.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+ADAMW_BYTES_PER_PARAM = 16  # fp32 parameter + gradient + exp_avg + exp_avg_sq
+LOSS_BYTES = 4  # the loss upcasts logits to float32
+
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """A configuration's shape, as the estimates need it."""
+
+    n_params: int
+    n_layers: int
+    d_model: int
+    vocab_size: int
+    flops_per_token: float  # analytic training FLOPs per token at this sequence length
+    world: int  # ranks
+    ranks_per_node: int
+    shards: int  # product of the degrees that split the model state (dp_shard × tp × pp)
+    micro_batch: int
+    seq_len: int
+    tokens_per_step: float  # over all ranks (from the length distribution)
+    activation_bytes: int  # bytes per activation element (4 fp32, 2 bf16)
+    warmup_steps: int
+    repeats: int
+    steps: int  # minimum measured steps per repeat
+    max_steps: int
+    min_window_s: float
+
+    def state_bytes_per_rank(self) -> float:
+        return self.n_params * ADAMW_BYTES_PER_PARAM / self.shards
+
+    def activation_bytes_per_rank(self) -> float:
+        tokens = self.micro_batch * self.seq_len
+        logits = tokens * self.vocab_size * LOSS_BYTES
+        residual = tokens * self.d_model * self.activation_bytes * self.n_layers
+        return float(logits + residual)
+
+    def memory_bytes_per_node(self) -> float:
+        """Lower bound of what the ranks of one node hold at once."""
+        per_rank = self.state_bytes_per_rank() + self.activation_bytes_per_rank()
+        return self.ranks_per_node * per_rank
+
+    def step_seconds(self, peak_flops_per_device: float) -> float:
+        """Lower bound of one optimizer step: its FLOPs at the devices' full peak."""
+        return self.flops_per_token * self.tokens_per_step / (peak_flops_per_device * self.world)
+
+    def run_seconds(self, peak_flops_per_device: float) -> float:
+        """Lower bound of the whole configuration: warm-up and every repeat's window."""
+        t = self.step_seconds(peak_flops_per_device)
+        window = max(self.steps * t, min(self.min_window_s, self.max_steps * t))
+        return self.warmup_steps * t + self.repeats * window
+
+
+def gib(n: float) -> str:
+    """Bytes as a short GiB text for messages."""
+    return f"{n / 2**30:,.1f} GiB" if n >= 2**27 else f"{n / 2**20:,.1f} MiB"
+
+
+def duration(seconds: float) -> str:
+    """Seconds as a short text for messages (s, h or days)."""
+    if not math.isfinite(seconds):
+        return "forever"
+    if seconds < 120:
+        return f"{seconds:,.0f} s"
+    if seconds < 2 * 86400:
+        return f"{seconds / 3600:,.1f} h"
+    return f"{seconds / 86400:,.0f} days"

@@ -1,0 +1,118 @@
+"""What must hold before anything runs, so that a run that cannot finish is refused at once
+with its reason instead of failing (or timing out and losing its repeats) much later.
+
+* A forced energy source (``--energy-source``) must work here, and measure this run's devices:
+  NVML reads GPUs, so it cannot measure a CPU run. One line, exit 2, nothing written.
+* A configuration must fit the machine: lower bounds of the memory and time it needs
+  (`greenbench.plan.estimate`) against the memory the node has available now (CPU) or its GPUs'
+  memory (CUDA), and against ``timeout_s``. ``--force`` skips this check for a user who knows
+  better.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from greenbench.errors import MeterUnavailable
+from greenbench.plan.estimate import Need, duration, gib
+from greenbench.vocabulary import RunSpec
+
+
+def need_of(spec: RunSpec) -> Need:
+    """The estimates' view of ``spec`` (analytic model shape, expected tokens per step)."""
+    from greenbench.data.lengths import sample_lengths
+    from greenbench.models import model_info
+    from greenbench.models.flops import flops_per_token
+
+    s = spec.settings
+    info = model_info(s["model.family"], s["model.size"])
+    layout = spec.layout
+    rng = np.random.default_rng([s["seed"], 0])
+    sample = min(s["data.global_batch"], 4096)  # enough for the mean, bounded for any batch
+    lengths = sample_lengths(
+        s["data.lengths"], sample, rng, seq_len=s["data.seq_len"], scale=s["data.scale"]
+    )
+    tokens_per_step = float(lengths.mean()) * s["data.global_batch"]
+    return Need(
+        n_params=info.n_params,
+        n_layers=info.n_layers,
+        d_model=info.d_model,
+        vocab_size=info.vocab_size,
+        flops_per_token=flops_per_token(info, s["data.seq_len"]),
+        world=layout.world,
+        ranks_per_node=s["nproc"],
+        shards=layout.dp_shard * layout.tp * layout.pp,
+        micro_batch=s["data.micro_batch"],
+        seq_len=s["data.seq_len"],
+        tokens_per_step=tokens_per_step,
+        activation_bytes=2 if s["precision"] == "bf16" else 4,
+        warmup_steps=s["train.warmup_steps"],
+        repeats=s["repeats"],
+        steps=s["train.steps"],
+        max_steps=s["train.max_steps"],
+        min_window_s=s["train.min_window_s"],
+    )
+
+
+def memory_available(spec: RunSpec) -> tuple[float, str]:
+    """(bytes the ranks of one node can use, what that is) on this machine."""
+    if spec.settings["device"] == "cuda":
+        import torch
+
+        per_gpu = torch.cuda.get_device_properties(0).total_memory
+        return float(per_gpu) * spec.settings[
+            "nproc"
+        ], f"{spec.settings['nproc']} × {gib(per_gpu)} GPU memory"
+    import psutil
+
+    available = psutil.virtual_memory().available
+    return float(available), f"{gib(available)} of memory available on this node"
+
+
+def why_it_cannot_fit(spec: RunSpec, peak_flops: float | None) -> str | None:
+    """The reason ``spec`` cannot run here, with the estimates, or None when it may fit."""
+    need = need_of(spec)
+    wanted = need.memory_bytes_per_node()
+    have, what = memory_available(spec)
+    if wanted > have:
+        return (
+            f"needs at least {gib(wanted)} per node ({gib(need.state_bytes_per_rank())} of "
+            f"parameters, gradients and optimizer state and {gib(need.activation_bytes_per_rank())}"
+            f" of activations per rank, {need.ranks_per_node} rank(s)); {what}"
+        )
+    if peak_flops:
+        seconds = need.run_seconds(peak_flops)
+        timeout_s = spec.settings["timeout_s"]
+        if seconds > timeout_s:
+            return (
+                f"needs at least {duration(seconds)} even at 100 % of the device peak "
+                f"({need.repeats:,} repeat(s), {need.tokens_per_step:,.0f} tokens per step); "
+                f"timeout_s is {duration(timeout_s)}"
+            )
+    return None
+
+
+def check_energy_sources(specs: list[RunSpec]) -> None:
+    """MeterUnavailable (exit 2) naming the first forced energy source that cannot measure its
+    run here; probes each (device, source) pair once."""
+    from greenbench.energy import select_meter
+
+    seen = set()
+    for spec in specs:
+        s = spec.settings
+        pair = (s["device"], s["energy.source"])
+        if s["energy.source"] == "auto" or pair in seen:
+            continue
+        seen.add(pair)
+        if s["energy.source"] == "nvml" and s["device"] == "cpu":
+            raise MeterUnavailable(
+                "--energy-source nvml reads GPUs, but this run's device is cpu (it owns no GPU); "
+                "use rapl, zeus or auto for a CPU run"
+            )
+        meter = select_meter(
+            s["device"],
+            s["energy.source"],
+            gpu_indices=list(range(s["nproc"])) if s["device"] == "cuda" else [],
+            local_rank=0,
+        )
+        meter.close()

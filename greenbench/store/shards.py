@@ -1,0 +1,131 @@
+"""Result shards: a run's rows in a small DuckDB file of their own beside the results database,
+folded into it later by `greenbench merge` or by the launcher's next open of the database.
+
+Why: DuckDB lets one process write and, while any other process holds the file (a dashboard,
+an export, a notebook), nobody can. A measurement that took minutes must never be lost to that:
+when the launcher's final write cannot get the lock in time, the run goes to
+``<db>.shards/<run_id>.duckdb`` instead, and the run counts as stored. Cluster jobs, which must
+never write the shared file, write the same shards.
+
+A shard is a greenbench results database (made by the store's own schema and migrations,
+``writer.write_shard``), written under a hidden temporary name and renamed when complete, so a
+shard on disk is never half written. Merging takes one transaction per shard and replaces the
+rows of the runs the shard holds, so merging the same shard twice adds nothing; a shard of an
+older schema is migrated like a database, and a damaged shard, a newer one, or one whose rows
+belong to no run in it is reported and left where it is, with nothing of it merged. A merged
+shard is deleted.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import duckdb
+
+from greenbench.errors import StoreError
+from greenbench.store import writer
+from greenbench.store.connection import RUN_TABLES_SQL, DatabaseLocked, _connect, shard_dir
+
+_ALIAS = "greenbench_shard"
+
+
+def pending_shards(db_path: str | Path) -> list[Path]:
+    """Complete shards waiting to be merged into ``db_path`` (hidden temporaries excluded)."""
+    folder = shard_dir(db_path)
+    if not folder.is_dir():
+        return []
+    return sorted(
+        p
+        for p in folder.iterdir()
+        if p.name.endswith(writer.SHARD_SUFFIX) and not p.name.startswith(".") and p.is_file()
+    )
+
+
+@dataclass
+class MergeReport:
+    """What a merge did: the shards merged (with their run ids) and those left, with why."""
+
+    db_path: Path
+    merged: list[tuple[Path, list[str]]] = field(default_factory=list)
+    left: list[tuple[Path, str]] = field(default_factory=list)
+
+    def lines(self) -> list[str]:
+        """One line per shard, for the user."""
+        done = [
+            f"merged shard {shard.name} into {self.db_path}: run(s) {', '.join(ids) or 'none'}"
+            for shard, ids in self.merged
+        ]
+        return done + [f"left shard {shard} in place: {why}" for shard, why in self.left]
+
+
+def merge_pending(store: writer.Store, *, timeout_s: float) -> MergeReport:
+    """Merge every pending shard of ``store``'s database, one transaction each, deleting each
+    shard once merged; waits ``timeout_s`` for the database's lock, then leaves the rest."""
+    report = MergeReport(store.path)
+    waiting = pending_shards(store.path)
+    for i, shard in enumerate(waiting):
+        try:
+            run_ids = _merge_one(store, shard, timeout_s)
+        except DatabaseLocked as exc:
+            report.left += [(s, f"{exc}; run `greenbench merge` later") for s in waiting[i:]]
+            break
+        except StoreError as exc:
+            report.left.append((shard, str(exc)))
+            continue
+        report.merged.append((shard, run_ids))
+        try:
+            for path in (shard, shard.with_name(shard.name + ".wal")):
+                path.unlink(missing_ok=True)
+        except OSError as exc:
+            report.left.append((shard, f"merged, but not deleted ({exc.strerror}): delete it"))
+    return report
+
+
+def merge_shards(db_path: str | Path, *, lock_timeout_s: float = 5.0) -> MergeReport:
+    """`greenbench merge`: check the database (every block read), then merge its shards; a
+    database that does not exist yet is created when there are shards to put in it."""
+    db = Path(db_path)
+    if not db.exists() and not pending_shards(db):
+        raise StoreError(f"no results database at {db} and no shards in {shard_dir(db)}")
+    store = writer.Store(db, lock_timeout_s=lock_timeout_s, verify=True)
+    return merge_pending(store, timeout_s=lock_timeout_s)
+
+
+def _merge_one(store: writer.Store, shard: Path, timeout_s: float) -> list[str]:
+    """Merge one shard in one transaction; StoreError (nothing merged) if it cannot be."""
+    try:  # refuses a foreign, newer or damaged shard; migrates an older one in place
+        writer.Store(shard, lock_timeout_s=timeout_s, verify=True, shard_fallback=False)
+    except StoreError as exc:  # a lock on the shard is the shard's problem, not the database's
+        raise StoreError(str(exc)) from None
+    con = _connect(store.path, read_only=False, timeout_s=timeout_s, on_wait=store.on_wait)
+    try:
+        tables = [t for (t,) in con.execute(RUN_TABLES_SQL).fetchall()]
+        quoted = str(shard).replace("'", "''")
+        con.execute(f"ATTACH '{quoted}' AS {_ALIAS} (READ_ONLY)")
+        con.begin()
+        try:
+            run_ids = [
+                r for (r,) in con.execute(f"SELECT run_id FROM {_ALIAS}.runs ORDER BY 1").fetchall()
+            ]
+            ours = f"run_id IN (SELECT run_id FROM {_ALIAS}.runs)"
+            for table in tables:
+                (orphans,) = con.execute(
+                    f"SELECT count(*) FROM {_ALIAS}.{table} WHERE NOT {ours}"
+                ).fetchone()
+                if orphans:
+                    raise StoreError(
+                        f"{orphans} {table} row(s) belong to no run of the shard; nothing merged"
+                    )
+                con.execute(f"DELETE FROM {table} WHERE {ours}")
+                con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_ALIAS}.{table}")
+            con.commit()
+        except BaseException:
+            con.rollback()
+            raise
+    except duckdb.Error as exc:
+        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise StoreError(f"merging failed, nothing of it merged: {reason}") from None
+    finally:
+        con.close()
+    return run_ids

@@ -1,0 +1,52 @@
+"""A run on a shared machine says so: another greenbench run, or other processes keeping the
+CPU busy, make it `contended` with a warning. Real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from greenbench.running.contention import ContentionWatch, other_greenbench_processes
+
+pytestmark = pytest.mark.slow
+
+
+def test_a_busy_process_outside_the_run_makes_it_contended():
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        with ContentionWatch() as watch:
+            time.sleep(1.5)
+    finally:
+        busy.kill()
+        busy.wait()
+    assert watch.contended is True
+    assert watch.others_busy_cores is not None and watch.others_busy_cores > 0.5
+    assert "cores busy meanwhile" in watch.reason
+
+
+def test_another_greenbench_run_is_named(tmp_path: Path):
+    # a process that looks like `greenbench run`, outside this process's tree (reparented)
+    pidfile = tmp_path / "pid"
+    sleeper = "import time; time.sleep(30)"
+    subprocess.run(
+        ["sh", "-c", f"{sys.executable} -c '{sleeper}' greenbench run & echo $! > {pidfile}"],
+        check=True,
+        start_new_session=True,
+    )
+    pid = int(pidfile.read_text())
+    try:
+        assert pid not in {p.pid for p in psutil.Process().children(recursive=True)}
+        assert any(line.startswith(f"{pid}:") for line in other_greenbench_processes())
+        with ContentionWatch() as watch:
+            time.sleep(0.2)
+        assert watch.contended is True and "other greenbench processes" in watch.reason
+    finally:
+        os.kill(pid, signal.SIGKILL)
