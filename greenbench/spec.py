@@ -27,7 +27,7 @@ from greenbench.vocabulary import DEGREES, RunSpec, resolve_layout
 #: resolved": nproc and the layout's degrees from each other (greenbench.vocabulary.layout),
 #: device, precision, the scan kernel and CPU quotas by the launcher on the machine it runs on.
 DEFAULTS: dict[str, Any] = {
-    "strategy": "single",  # the algorithm: single | ddp | fsdp
+    "strategy": "single",  # the algorithm: single | ddp | fsdp | odc
     "nproc": "auto",  # ranks per node; auto: the layout's ranks / nnodes (1 without a layout)
     "nnodes": 1,
     "layout.dp_replicate": "auto",  # data-parallel replicas (ddp fills it)
@@ -49,7 +49,7 @@ DEFAULTS: dict[str, Any] = {
     "data.micro_batch": 4,  # packed rows per microbatch
     "data.scale": 1.0 / 32.0,  # length scale for post-training distributions on CPU
     "data.cost_model": "linear",
-    "data.balance": "same-count",
+    "data.balance": "auto",  # auto (the strategy's own: balanced-cost for odc) | same-count | …
     "train.steps": 3,  # minimum measured steps per repeat
     "train.max_steps": 200,  # upper bound when a window is lengthened to min_window_s
     "train.warmup_steps": 2,
@@ -67,6 +67,7 @@ DEFAULTS: dict[str, Any] = {
     "debug.kill_rank": -1,  # this rank SIGKILLs itself at the first measured step
     "debug.oom_rank": -1,  # this rank makes an allocation the machine cannot satisfy
     "debug.abort_at_exit_rank": -1,  # this rank aborts (SIGABRT) after the results are written
+    "debug.fault_microbatch": 0,  # the microbatch of the first measured step the faults fire at
 }
 
 
@@ -78,7 +79,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "model.scan": ("auto", "native", "torch", "mamba-ssm"),
     "emulate.rank_cpu_quota": ("auto", "on", "off"),
     "precision": ("auto", "fp32", "bf16"),
-    "data.balance": ("same-count", "sampler", "balanced-cost"),
+    "data.balance": ("auto", "same-count", "sampler", "balanced-cost"),
     "energy.source": ("auto", "nvml", "zeus", "rapl", "estimate"),
 }
 
@@ -104,6 +105,7 @@ NON_NEGATIVE = (
     "train.min_window_s",
     "energy.idle_s",
     "debug.slowdown_s",
+    "debug.fault_microbatch",
 )
 
 
@@ -405,6 +407,8 @@ def resolve(settings: dict[str, Any]) -> dict[str, Any]:
     given = {d: s[f"layout.{d}"] for d in DEGREES if s[f"layout.{d}"] != "auto"}
     check_degrees_fit_model(s, given)
     cls = STRATEGIES[s["strategy"]]
+    if s["data.balance"] == "auto":
+        s["data.balance"] = cls.balance
     world = None if s["nproc"] == "auto" else s["nproc"] * s["nnodes"]
     appliers = {d: [n for n, c in STRATEGIES.items() if d in c.applies] for d in DEGREES}
     layout = resolve_layout(
@@ -432,8 +436,8 @@ def validate(spec: RunSpec) -> None:
 
     s = spec.settings
     check_values(s)
-    if any(s[key] == "auto" for key in AUTO_INTS):
-        raise SpecError("validate needs a resolved spec (nproc and layout.* concrete)")
+    if any(s[key] == "auto" for key in (*AUTO_INTS, "data.balance")):
+        raise SpecError("validate needs a resolved spec (nproc, layout.*, data.balance concrete)")
     layout = spec.layout
     check_degrees_fit_model(s, layout.degrees())
     if layout.world != s["nproc"] * s["nnodes"]:

@@ -27,11 +27,12 @@ from typing import Any
 import torch
 
 from greenbench.comm import CommRecorder
+from greenbench.models import ModelInfo
 from greenbench.processes import die_with_parent, exit_now
 from greenbench.results import CommRecord, RankResult
 from greenbench.running.hangs import dump_stacks_on_request
 from greenbench.running.window import WindowTally, batch_flops, settle_calls
-from greenbench.strategies import STRATEGIES, DistContext
+from greenbench.strategies import STRATEGIES, DistContext, Strategy
 from greenbench.strategies.base import synchronize
 from greenbench.vocabulary import RunSpec
 
@@ -77,8 +78,6 @@ def peak_memory_bytes(device: torch.device) -> int:
 
 def run_rank(spec: RunSpec) -> list[RankResult]:
     """Train this rank for warm-up plus ``repeats`` measured windows; return one result each."""
-    from greenbench.data import DataPlan
-    from greenbench.energy import select_meter
     from greenbench.models import FAMILIES, ModelBuilder
     from greenbench.running.mesh import build_mesh
 
@@ -86,13 +85,31 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
     ctx = dist_context(s["device"], s["precision"])
     layout = spec.layout
     builder = ModelBuilder(FAMILIES[s["model.family"]], s["model.size"], s["seed"], s["model.scan"])
-    info = builder.info
     mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
     comm = CommRecorder(ctx.device)
     strategy = STRATEGIES[s["strategy"]](ctx, mesh, comm, layout)
     model = strategy.apply(builder)
+    try:
+        return train_and_measure(spec, ctx, strategy, model, comm, builder.info)
+    finally:
+        strategy.close()
+
+
+def train_and_measure(
+    spec: RunSpec,
+    ctx: DistContext,
+    strategy: Strategy,
+    model: torch.nn.Module,
+    comm: CommRecorder,
+    info: ModelInfo,
+) -> list[RankResult]:
+    """Warm up, agree on the window's steps, then measure ``repeats`` windows."""
+    from greenbench.data import DataPlan
+    from greenbench.energy import select_meter
+
+    s = spec.settings
     model.train()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=s["train.lr"])
+    optimizer = torch.optim.AdamW(strategy.parameters(model), lr=s["train.lr"])
     plan = DataPlan.from_settings(s, info.vocab_size)
 
     step = 0
@@ -125,8 +142,9 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
             for i, batch in enumerate(batches):
                 t0 = time.perf_counter()
                 if i == 0 and repeat == 0:
-                    inject_faults(s, ctx.rank)
+                    arm_faults(s, ctx.rank, strategy)
                 loss, times = strategy.train_step(model, optimizer, batch)
+                strategy.on_microbatch = None
                 if s["debug.slowdown_s"]:
                     times.compute_s += burn(s["debug.slowdown_s"], ctx.device)
                 tally.add(time.perf_counter() - t0, times, loss, batch, batch_flops(info, batch))
@@ -206,6 +224,16 @@ def flag_short(window, seconds: float, min_s: float):
 
     note = f"window {seconds:.2f} s is shorter than {min_s:.2f} s (raise train.max_steps)"
     return replace(window, note=f"{window.note}; {note}" if window.note else note)
+
+
+def arm_faults(s: dict, rank: int, strategy: Strategy) -> None:
+    """Inject the debug.* faults now, or at microbatch ``debug.fault_microbatch`` of the step
+    about to run (mid-minibatch)."""
+    at = s["debug.fault_microbatch"]
+    if at == 0:
+        inject_faults(s, rank)
+    else:
+        strategy.on_microbatch = lambda i: inject_faults(s, rank) if i == at else None
 
 
 def inject_faults(s: dict, rank: int) -> None:

@@ -25,7 +25,7 @@ import inspect
 import math
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -83,6 +83,10 @@ class Strategy(ABC):
     name: ClassVar[str]
     applies: ClassVar[frozenset[str]] = frozenset()
     fills: ClassVar[str | None] = None
+    #: how a minibatch is split when ``data.balance`` is ``auto`` (`greenbench.data.packing`)
+    balance: ClassVar[str] = "same-count"
+    #: called with each microbatch's index before it runs (the worker's fault injection)
+    on_microbatch: Callable[[int], None] | None = None
 
     def __init__(
         self,
@@ -114,6 +118,14 @@ class Strategy(ABC):
     def batch(self, plan: DataPlan, step: int) -> StepBatch:
         """What this rank trains on in optimizer step ``step``."""
 
+    def parameters(self, model: torch.nn.Module) -> Iterator[torch.nn.Parameter]:
+        """What this rank's optimizer steps (the model's parameters, or this rank's shards)."""
+        return model.parameters()
+
+    def close(self) -> None:
+        """Release what the strategy holds beyond the process group (threads, memory)."""
+        return None
+
     @contextlib.contextmanager
     def microbatch(self, model: torch.nn.Module, last: bool) -> Iterator[None]:
         """Context for one microbatch's forward+backward (e.g. skip gradient sync)."""
@@ -122,6 +134,14 @@ class Strategy(ABC):
     def wait_point(self, index: int, count: int) -> bool:
         """Whether ranks meet before microbatch ``index`` (a timed barrier = waiting time)."""
         return False
+
+    def start_minibatch(self) -> None:
+        """Before a minibatch's first microbatch (after the gradients were zeroed)."""
+        return None
+
+    def finish_minibatch(self) -> None:
+        """After a minibatch's last microbatch, before the optimizer step."""
+        return None
 
     def loss_scale(self, global_tokens: int) -> float:
         return 1.0 / global_tokens
@@ -145,15 +165,17 @@ class Strategy(ABC):
         scale = self.loss_scale(batch.global_tokens)
         loss_sum = torch.zeros((), device=device)
         count = len(batch.microbatches)
+        self.start_minibatch()
         for i, mb in enumerate(batch.microbatches):
+            if self.on_microbatch is not None:
+                self.on_microbatch(i)
             if self.wait_point(i, count):
                 self.barrier()
             with self.microbatch(model, last=i == count - 1):
                 loss = self.microbatch_loss(model, mb)
                 (loss * scale).backward()
             loss_sum += loss.detach()
-        if self.wait_point(count, count):
-            self.barrier()
+        self.finish_minibatch()
         optimizer.step()
         synchronize(device)
         total = time.perf_counter() - start

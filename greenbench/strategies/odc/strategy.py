@@ -1,0 +1,231 @@
+"""ODC: on-demand communication for sharded data parallelism over ``layout.dp_shard`` ranks.
+
+The mechanism of "Revisiting Parameter Server in LLM Post-Training" (ICLR 2026,
+arXiv 2601.19362), built as the paper describes it rather than approximated with collectives:
+
+* each rank owns a 1/W shard of every unit's parameters (the blocks, and the root: embeddings,
+  final norm, head) and an fp32 gradient accumulator for that shard (`Transport`);
+* a unit's forward and backward **get** the missing shards straight from their owners, on
+  demand, while the next unit's shards are prefetched in a background thread; the owner does
+  nothing for it and no other rank has to be at the same unit at the same time;
+* after a unit's backward each gradient slice is **pushed** to its owner, whose drain thread
+  accumulates it: there is no per-microbatch collective;
+* ranks meet **once per minibatch**: a barrier before it starts (nobody reads parameters while an
+  owner updates them) and one before the optimizer step, after each rank has seen every one of
+  its pushes applied; then each owner steps its own shard (`ODC.parameters` are the shards).
+
+So ranks may run different numbers of microbatches, and the minibatch is balanced over each
+rank's whole cost (``data.balance = balanced-cost``, this strategy's default).
+
+Communication records: a get is recorded for the time the compute thread was blocked on it (a
+prefetched get that finished in time costs nothing), a push for the time spent handing slices
+over, the two barriers as waiting. Point-to-point calls differ in number between ranks, so they
+count as transfer; the barriers hold the imbalance left over.
+
+Runs on CPU ranks of one host (`SharedMemoryTransport`); CUDA IPC and cross-host transports are
+not built, and `ODC.validate` says so. Why our own: neither torch nor any kept library
+implements one-sided parameter gets with owner-applied gradient pushes.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.utils._pytree import tree_flatten
+
+from greenbench.errors import SpecError
+from greenbench.models import ModelBuilder
+from greenbench.strategies.base import DataParallel
+from greenbench.strategies.odc.transport import SharedMemoryTransport, Transport
+from greenbench.strategies.odc.units import Unit, cut_units
+from greenbench.vocabulary import Layout
+
+DIM = "dp_shard"
+
+
+class ODC(DataParallel):
+    name = "odc"
+    applies = frozenset({"dp_shard"})
+    fills = "dp_shard"
+    balance = "balanced-cost"
+
+    transport: Transport
+    units: list[Unit]
+    shards: list[torch.nn.Parameter]
+    #: the most parameter elements materialised at once on this rank (own shards not counted)
+    peak_materialized: int = 0
+
+    @classmethod
+    def validate(cls, settings: Mapping[str, Any], layout: Layout) -> None:
+        super().validate(settings, layout)
+        if settings["device"] == "cuda":
+            raise SpecError(
+                "strategy=odc runs on CPU ranks for now: its CUDA IPC transport is not built"
+            )
+        if settings["nnodes"] > 1:
+            raise SpecError(
+                "strategy=odc runs within one host for now: its cross-host transport is not built"
+            )
+
+    # ------------------------------------------------------------------ building
+
+    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
+        model = builder.build(self.ctx.device)
+        world = self.layout.dp_shard
+        rank = self.dp_rank
+        self.units = cut_units(model, builder.blocks(model), world)
+        token = [secrets.token_hex(8) if self.ctx.rank == 0 else None]
+        if self.ctx.distributed:
+            dist.broadcast_object_list(token, src=0)
+        self.transport = SharedMemoryTransport(
+            rank,
+            world,
+            [u.shard for u in self.units],
+            str(token[0]),
+            connect=dist.barrier if self.ctx.distributed else None,
+        )
+        self.shards = []
+        for unit in self.units:
+            own = self.transport.shard(unit.index)
+            own.copy_(unit.shard_of(unit.flat.detach(), rank))
+            self.shards.append(torch.nn.Parameter(own))
+            unit.release()
+        self._prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odc-prefetch")
+        self._pending: dict[int, Future[None]] = {}
+        self._backward_ready: set[int] = set()
+        self._install_hooks(model)
+        if self.ctx.distributed:
+            dist.barrier()  # every rank maps every other's memory before anyone reads it
+        return model
+
+    def parameters(self, model: torch.nn.Module) -> Iterator[torch.nn.Parameter]:
+        return iter(self.shards)
+
+    def _install_hooks(self, model: torch.nn.Module) -> None:
+        root, blocks = self.units[0], self.units[1:]
+        model.register_forward_pre_hook(lambda *_: self._enter(root, grad_views=True))
+        model.register_forward_hook(lambda *_: None if torch.is_grad_enabled() else root.release())
+        root.flat.register_post_accumulate_grad_hook(lambda _: self._push(root))
+        for unit in blocks:
+            unit.module.register_forward_pre_hook(
+                lambda *_, u=unit: self._enter(u, grad_views=True)
+            )
+            unit.module.register_forward_hook(lambda _m, _i, out, u=unit: self._leave(u, out))
+            unit.flat.register_post_accumulate_grad_hook(lambda _, u=unit: self._push(u))
+
+    # ------------------------------------------------------------------ per unit
+
+    def _enter(self, unit: Unit, *, grad_views: bool) -> None:
+        """Before a unit computes: its full parameters in place, the next one prefetching."""
+        self._ready(unit)
+        if grad_views:
+            unit.use_views()
+        step = 1 if grad_views else -1
+        following = unit.index + step
+        if 1 <= following < len(self.units):
+            self._fetch_ahead(self.units[following])
+
+    def _leave(self, unit: Unit, output: Any) -> None:
+        """After a unit's forward: hook its backward, free its parameters."""
+        if torch.is_grad_enabled():
+            hooked = False
+            for tensor in tree_flatten(output)[0]:
+                if isinstance(tensor, torch.Tensor) and tensor.requires_grad:
+                    tensor.register_hook(lambda _g, u=unit: self._before_backward(u))
+                    hooked = True
+            if not hooked:
+                raise RuntimeError(f"odc: unit {unit.index}'s output carries no gradient")
+        unit.release()
+
+    def _before_backward(self, unit: Unit) -> None:
+        if unit.index not in self._backward_ready:
+            self._backward_ready.add(unit.index)
+            self._enter(unit, grad_views=False)
+
+    def _fill(self, unit: Unit) -> None:
+        """Copy every owner's shard into the unit's (allocated) flat tensor."""
+        data = unit.flat.data  # not the autograd tensor: the refill bumps no version counter
+        for owner in range(unit.world):
+            self.transport.get(owner, unit.index, unit.shard_of(data, owner))
+
+    def _allocate(self, unit: Unit) -> None:
+        unit.allocate()
+        live = sum(u.padded for u in self.units if u.materialized)
+        self.peak_materialized = max(self.peak_materialized, live)
+
+    def _fetch_ahead(self, unit: Unit) -> None:
+        if unit.materialized or unit.index in self._pending:
+            return
+        self._allocate(unit)
+        self._pending[unit.index] = self._prefetch.submit(self._fill, unit)
+
+    def _ready(self, unit: Unit) -> None:
+        """The unit's parameters are in place; the time the compute thread waited is a get."""
+        nbytes = (unit.world - 1) * unit.shard * unit.flat.element_size()
+        pending = self._pending.pop(unit.index, None)
+        with self.comm.span(DIM, "get", nbytes):
+            if pending is not None:
+                pending.result()
+            elif not unit.materialized:
+                self._allocate(unit)
+                self._fill(unit)
+
+    def _push(self, unit: Unit) -> None:
+        """After a unit's backward: each gradient slice to its owner, the parameters freed."""
+        grad = unit.flat.grad
+        unit.flat.grad = None
+        self._backward_ready.discard(unit.index)
+        if grad is not None:
+            nbytes = (unit.world - 1) * unit.shard * grad.element_size()
+            with self.comm.span(DIM, "push", nbytes):
+                for owner in range(unit.world):
+                    self.transport.push(owner, unit.index, unit.shard_of(grad, owner))
+        unit.release()
+
+    # ------------------------------------------------------------------ per minibatch
+
+    def start_minibatch(self) -> None:
+        self.transport.zero_accumulators()
+        self.barrier()  # nobody reads a shard while its owner may still be updating it
+
+    def finish_minibatch(self) -> None:
+        for unit in self.units:  # a unit whose backward never ran (no gradient) is freed
+            if unit.materialized:
+                self._pending.pop(unit.index, None)
+                unit.release()
+        self._backward_ready.clear()
+        with self.comm.span(DIM, "push_flush", 0):
+            self.transport.flush()
+        self.barrier()  # every push of the minibatch has been applied by its owner
+        for param, unit in zip(self.shards, self.units, strict=True):
+            param.grad = self.transport.accumulator(unit.index)
+
+    def loss_scale(self, global_tokens: int) -> float:
+        # Gradients are summed at their owners, never averaged: sum / global_tokens is exact.
+        return 1.0 / global_tokens
+
+    # ------------------------------------------------------------------ reading back, closing
+
+    def full_parameters(self) -> dict[str, torch.Tensor]:
+        """Every parameter, whole, by its name in the model (read from the owners' shards).
+
+        Every rank calls it: ranks meet first, so no owner is still stepping its shard."""
+        if self.ctx.distributed:
+            dist.barrier()
+        out: dict[str, torch.Tensor] = {}
+        for unit in self.units:
+            flat = torch.empty(unit.padded)
+            for owner in range(unit.world):
+                self.transport.get(owner, unit.index, unit.shard_of(flat, owner))
+            for name, (_, _, shape, at, n) in zip(unit.names, unit.slots, strict=True):
+                out[name] = flat[at : at + n].view(shape).clone()
+        return out
+
+    def close(self) -> None:
+        self._prefetch.shutdown(wait=True)
+        self.transport.close()
