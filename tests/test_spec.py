@@ -25,8 +25,8 @@ def write(tmp_path: Path, text: str) -> Path:
 
 
 def test_shipped_suites_load_and_expand():
-    assert {"smoke", "posttrain"} <= set(available_suites())
-    for name in ("smoke", "posttrain"):
+    assert {"smoke", "posttrain", "odc"} <= set(available_suites())
+    for name in ("smoke", "posttrain", "odc"):
         specs = expand_suite(load_suite(name), {}, label=None)
         assert specs and all(s.suite == name for s in specs)
 
@@ -187,3 +187,28 @@ def test_impossible_layouts(overrides, message):
             "transformer-vs-mamba",
             [{"model.family": "transformer", "data.seq_len": 256}, coerce_all(overrides, "t")],
         )
+
+
+def test_balance_auto_is_each_strategys_own():
+    specs = expand("fsdp-vs-odc", [])
+    assert len(specs) == 2 * 4 * 2  # strategies × length distributions × rank counts
+    balance = {s["strategy"]: s["data.balance"] for s in specs}
+    assert balance == {"fsdp": "same-count", "odc": "balanced-cost"}
+    assert expand("fsdp-vs-odc", [{"data.balance": "sampler"}])[0]["data.balance"] == "sampler"
+    assert expand("data-parallel", [])[0]["data.balance"] == "sampler"  # its own choice stays
+    # auto resolves before the identity is taken: same-count given or chosen is one config
+    given = expand("transformer-vs-mamba", [{"data.balance": "same-count"}])[0]
+    chosen = expand("transformer-vs-mamba", [])[0]
+    assert given.identity() == chosen.identity()
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"device": "cuda"}, "CUDA IPC transport is not built"),
+        ({"nnodes": 2, "nproc": 1}, "cross-host transport is not built"),
+    ],
+)
+def test_odc_refuses_where_its_transport_is_not_built(overrides, message):
+    with pytest.raises(SpecError, match=message):
+        expand("fsdp-vs-odc", [{"strategy": "odc", **overrides}])

@@ -2,8 +2,9 @@
 
 Writes ``README.md`` (so a forge renders it as the folder's page) and PNGs into one directory:
 a leaderboard table, the Pareto plot of tokens/s against joules/token with its front, the
-Transformer-vs-Mamba curves over sequence length when that workload is present, and one
-comparison chart per workload. Each configuration is shown by the repeats of its newest commit.
+Transformer-vs-Mamba curves over sequence length and the FSDP-vs-ODC pairs when those workloads
+are present, and one comparison chart per workload. Each configuration is shown by the repeats
+of its newest commit.
 
 Every energy figure says where it came from: configurations measured by a counter and those
 estimated are never pooled, the Pareto front is computed separately for each energy source, and
@@ -33,6 +34,7 @@ from matplotlib.figure import Figure
 import greenbench
 from greenbench.errors import StoreError
 from greenbench.outputs import atomic_folder, resolve_target
+from greenbench.reporting import odc
 from greenbench.reporting.leaderboard import leaderboard, pareto_front_by
 from greenbench.reporting.refs import load_ref, query_results
 from greenbench.vocabulary import energy_label
@@ -61,7 +63,8 @@ def write_report(
         raise StoreError(f"{db_path} holds no finished runs: run `greenbench run --suite smoke`")
     table = summarise(raw)
     with atomic_folder(target, swap=_only_report_files(target), last="README.md") as tmp:
-        _write_files(tmp, raw, table, title)
+        extra = odc.section(db_path, tmp) if ref is None else []
+        _write_files(tmp, raw, table, title, extra)
     return target / "README.md"
 
 
@@ -75,7 +78,9 @@ def _only_report_files(folder: Path) -> bool:
     )
 
 
-def _write_files(out_dir: Path, raw: pd.DataFrame, table: pd.DataFrame, title: str) -> None:
+def _write_files(
+    out_dir: Path, raw: pd.DataFrame, table: pd.DataFrame, title: str, extra: list[str]
+) -> None:
     lines = [f"# {title}", "", *_provenance(raw, table), "", "## Leaderboard", ""]
     lines += _leaderboard(table)
     lines += ["", "## Speed against energy (Pareto front)", ""]
@@ -83,6 +88,7 @@ def _write_files(out_dir: Path, raw: pd.DataFrame, table: pd.DataFrame, title: s
     if "transformer-vs-mamba" in set(table["workload"]):
         lines += ["", "## Transformer vs Mamba over sequence length", ""]
         lines += _seq_len_section(table[table["workload"] == "transformer-vs-mamba"], out_dir)
+    lines += extra
     for workload, group in table.groupby("workload", sort=True):
         lines += ["", f"## Workload `{workload}`", ""]
         lines += _workload_section(str(workload), group, out_dir)

@@ -1,0 +1,149 @@
+"""FSDP against ODC, side by side: the `fsdp-vs-odc` workload's pairs and their ratios.
+
+Rows pair the two strategies on the same model, lengths, rank count and CPU-quota setting (the
+newest ok run of each configuration, medians over its repeats). ``speedup`` is ODC's tokens/s over
+FSDP's; ``energy_ratio`` is ODC's J/token over FSDP's (below 1: ODC spends less per token). Energy
+figures carry their label: a pair whose two sides were not metered the same way shows no ratio.
+Used by ``greenbench report`` and ``benchmarks/odc.py``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+
+from greenbench.store import read_frame
+from greenbench.store.views import RESULT_TABLE_COLUMNS, RUNS_COLUMNS, ok_repeats_sql
+from greenbench.vocabulary import energy_label
+
+WORKLOAD = "fsdp-vs-odc"
+PAIR = ["model_family", "model_size", "seq_len", "lengths", "nproc", "rank_cpu_quota"]
+MEDIANS = ["tokens_per_s", "wait_fraction", "joules_per_token", "wait_energy_j"]
+COLUMNS = [
+    "run_id", "config_key", "workload", "strategy", "started_at", "energy_source",
+    "energy_measured", "peak_mem_bytes", *PAIR, *MEDIANS,
+]  # fmt: skip
+LENGTH_ORDER = {"fixed": 0, "uniform": 1, "swe-smith": 2, "longalign": 3}
+
+
+def read_pairs(db_path: str | Path) -> pd.DataFrame:
+    """The workload's FSDP/ODC pairs in ``db_path`` (empty when it holds none). A database
+    from before CPU quotas were recorded reads as quota unknown."""
+    known = set(read_frame(db_path, RUNS_COLUMNS)["column_name"]) | RESULT_TABLE_COLUMNS
+    rows = read_frame(db_path, ok_repeats_sql([c for c in COLUMNS if c in known]))
+    for column in COLUMNS:
+        if column not in rows:
+            rows[column] = None
+    return odc_pairs(rows[rows["workload"] == WORKLOAD])
+
+
+def odc_pairs(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per pair from repeat rows (see the module docstring)."""
+    if rows.empty:
+        return pd.DataFrame()
+    newest = rows.sort_values("started_at").groupby("config_key")["run_id"].last()
+    rows = rows[rows["run_id"].isin(set(newest))].copy()
+    rows["energy"] = [
+        energy_label(s, m) for s, m in zip(rows.energy_source, rows.energy_measured, strict=True)
+    ]
+    agg = rows.groupby([*PAIR, "strategy"], dropna=False).agg(
+        **{m: (m, "median") for m in MEDIANS},
+        peak_mem_bytes=("peak_mem_bytes", "max"),
+        energy=("energy", lambda e: " / ".join(sorted(set(e)))),
+        repeats=("run_id", "size"),
+    )
+    wide = agg.unstack("strategy")
+    if "fsdp" not in wide.columns.get_level_values(1) or "odc" not in wide.columns.get_level_values(
+        1
+    ):
+        return pd.DataFrame()
+    out = pd.DataFrame(index=wide.index)
+    for column in [*MEDIANS, "peak_mem_bytes", "energy", "repeats"]:
+        for side in ("fsdp", "odc"):
+            out[f"{side}_{column}"] = wide[(column, side)]
+    out = out.dropna(subset=["fsdp_tokens_per_s", "odc_tokens_per_s"]).reset_index()
+    out["speedup"] = out["odc_tokens_per_s"] / out["fsdp_tokens_per_s"]
+    same_meter = out["fsdp_energy"] == out["odc_energy"]
+    out["energy_ratio"] = (out["odc_joules_per_token"] / out["fsdp_joules_per_token"]).where(
+        same_meter
+    )
+    order = out["lengths"].map(LENGTH_ORDER).fillna(len(LENGTH_ORDER))
+    return out.assign(_o=order).sort_values(["nproc", "rank_cpu_quota", "_o"]).drop(columns="_o")
+
+
+def setup_label(nproc: int, quota: object) -> str:
+    """``4 ranks, CPU quota`` / ``4 ranks, shared cores`` / ``2 ranks``."""
+    if quota is True:
+        return f"{nproc} ranks, CPU quota"
+    return f"{nproc} ranks" + (", shared cores" if nproc > 2 else "")
+
+
+def markdown(pairs: pd.DataFrame) -> list[str]:
+    """The table, one line per pair."""
+    lines = [
+        "| ranks | lengths | FSDP tokens/s | ODC tokens/s | ODC ÷ FSDP | wait fraction FSDP → "
+        "ODC | J/token FSDP → ODC | wait energy (J) FSDP → ODC | peak mem MiB FSDP → ODC |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in pairs.itertuples():
+        ratio = "n/a (meters differ)" if pd.isna(r.energy_ratio) else f"×{r.energy_ratio:.2f}"
+        lines.append(
+            f"| {setup_label(r.nproc, r.rank_cpu_quota)} | {r.lengths} "
+            f"| {r.fsdp_tokens_per_s:,.0f} | {r.odc_tokens_per_s:,.0f} | **{r.speedup:.2f}** "
+            f"| {r.fsdp_wait_fraction:.3f} → {r.odc_wait_fraction:.3f} "
+            f"| {r.fsdp_joules_per_token:.3g} → {r.odc_joules_per_token:.3g} ({ratio}; "
+            f"{r.odc_energy}) "
+            f"| {r.fsdp_wait_energy_j:.3g} → {r.odc_wait_energy_j:.3g} "
+            f"| {r.fsdp_peak_mem_bytes / 2**20:,.0f} → {r.odc_peak_mem_bytes / 2**20:,.0f} |"
+        )
+    return lines
+
+
+def plot(pairs: pd.DataFrame, path: Path) -> None:
+    """ODC ÷ FSDP tokens/s and wait fractions per lengths, one group of bars per setup."""
+    setups = list(pairs.groupby(["nproc", "rank_cpu_quota"], dropna=False, sort=True))
+    fig = Figure(figsize=(5.0 * len(setups), 4.2))
+    for i, ((nproc, quota), g) in enumerate(setups):
+        ax = fig.add_subplot(1, len(setups), i + 1)
+        x = range(len(g))
+        ax.bar(list(x), g["speedup"], width=0.5, color="C0", alpha=0.8, label="ODC ÷ FSDP")
+        ax.set_xlim(-0.6, len(g) - 0.4)
+        ax.axhline(1.0, color="k", lw=0.8)
+        twin = ax.twinx()
+        twin.plot(x, g["fsdp_wait_fraction"], "o--", color="C3", label="FSDP wait fraction")
+        twin.plot(x, g["odc_wait_fraction"], "s--", color="C2", label="ODC wait fraction")
+        twin.set_ylim(
+            0, max(0.05, float(g[["fsdp_wait_fraction", "odc_wait_fraction"]].max().max()) * 1.3)
+        )
+        ax.set_xticks(list(x), list(g["lengths"]))
+        ax.set_ylabel("tokens/s, ODC ÷ FSDP")
+        twin.set_ylabel("wait fraction")
+        ax.set_title(setup_label(int(nproc), quota))
+        handles = ax.get_legend_handles_labels()
+        more = twin.get_legend_handles_labels()
+        ax.legend(handles[0] + more[0], handles[1] + more[1], fontsize=7, loc="lower left")
+    FigureCanvasAgg(fig)
+    fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+
+
+def section(db_path: str | Path, out_dir: Path) -> list[str]:
+    """The report's FSDP-vs-ODC section (empty when the database holds no pair)."""
+    pairs = read_pairs(db_path)
+    if pairs.empty:
+        return []
+    plot(pairs, out_dir / "fsdp-vs-odc.png")
+    return [
+        "",
+        "## FSDP vs ODC (on-demand communication)",
+        "",
+        "Each pair trains the same model on the same minibatches: FSDP with equal microbatch "
+        "counts per rank (meeting at every microbatch), ODC with each rank's share balanced by "
+        "cost (meeting once per minibatch). ODC ÷ FSDP above 1 means ODC trains faster.",
+        "",
+        "![ODC ÷ FSDP tokens/s and wait fractions per length distribution](fsdp-vs-odc.png)",
+        "",
+        *markdown(pairs),
+    ]
