@@ -195,8 +195,10 @@ class ODC(DataParallel):
 
     def finish_minibatch(self) -> None:
         for unit in self.units:  # a unit whose backward never ran (no gradient) is freed
+            pending = self._pending.pop(unit.index, None)
+            if pending is not None:
+                pending.result()  # never free memory a prefetch is still writing
             if unit.materialized:
-                self._pending.pop(unit.index, None)
                 unit.release()
         self._backward_ready.clear()
         with self.comm.span(DIM, "push_flush", 0):

@@ -1,0 +1,87 @@
+"""The ODC transport between real processes: gets read the owner's memory, pushes from several
+senders accumulate at the owner in any order (more of them than mailbox slots), and a peer that
+dies is named to the rank waiting on it."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+
+from greenbench.strategies.odc.transport import SLOTS, PeerLost, SharedMemoryTransport
+
+pytestmark = pytest.mark.slow
+
+SHARDS = [5, 3]  # two units; a mailbox slot holds the larger shard
+PUSHES = 4 * SLOTS  # per sender and unit: a sender must wait for the drain to free its slots
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rank(rank: int, world: int, port: int, token: str, scenario: str, out: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    transport = SharedMemoryTransport(rank, world, SHARDS, token, connect=dist.barrier)
+    for unit, n in enumerate(SHARDS):
+        transport.shard(unit).copy_(torch.arange(n) + 100 * rank + 10 * unit)
+    transport.zero_accumulators()
+    dist.barrier()
+    report: dict = {}
+    if scenario == "accumulate":
+        got = torch.empty(SHARDS[1])
+        transport.get((rank + 1) % world, 1, got)
+        report["got"] = got
+        for i in range(PUSHES):
+            for owner in range(world):
+                for unit, n in enumerate(SHARDS):
+                    transport.push(owner, unit, torch.full((n,), float(rank + 1) * (i + 1)))
+        transport.flush()
+        dist.barrier()
+        report["acc"] = [transport.accumulator(u).clone() for u in range(len(SHARDS))]
+    elif scenario == "peer dies":
+        if rank == 1:
+            os._exit(0)  # gone without closing anything
+        try:
+            for _ in range(PUSHES):
+                transport.push(1, 0, torch.ones(SHARDS[0]))
+            transport.flush()
+            report["error"] = None
+        except PeerLost as exc:
+            report["error"] = str(exc)
+    transport.close()
+    torch.save(report, f"{out}.{rank}")
+    os._exit(0)  # the peer may be gone: skip the process group's goodbye
+
+
+def run(tmp_path: Path, world: int, scenario: str) -> dict[int, dict]:
+    out = str(tmp_path / scenario.replace(" ", "-"))
+    token = os.urandom(4).hex()
+    mp.spawn(_rank, args=(world, free_port(), token, scenario, out), nprocs=world, join=True)
+    return {r: torch.load(f"{out}.{r}") for r in range(world) if Path(f"{out}.{r}").exists()}
+
+
+@pytest.mark.parametrize("world", [2, 3])
+def test_gets_read_the_owner_and_pushes_accumulate_at_the_owner(tmp_path: Path, world: int):
+    reports = run(tmp_path, world, "accumulate")
+    senders_total = sum(float(r + 1) for r in range(world)) * sum(range(1, PUSHES + 1))
+    for rank, report in reports.items():
+        owner = (rank + 1) % world
+        assert torch.equal(report["got"], torch.arange(SHARDS[1]) + 100 * owner + 10)
+        for unit, n in enumerate(SHARDS):
+            assert torch.equal(report["acc"][unit], torch.full((n,), senders_total))
+
+
+def test_a_dead_peer_is_named_to_the_rank_pushing_to_it(tmp_path: Path):
+    reports = run(tmp_path, 2, "peer dies")
+    assert list(reports) == [0]
+    assert reports[0]["error"] is not None and "rank 1" in reports[0]["error"]
