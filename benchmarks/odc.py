@@ -11,10 +11,14 @@ all measured in this one run:
   over the steps the runs measured. It is given under the cost model the runs balanced with
   (``data.cost_model``, linear in tokens by default) and under the ODC repository's 1.5B fit
   (quadratic), which the paper's GPUs follow more closely than this CPU's small model does;
+* ODC ÷ FSDP divided by the same ratio with ``fixed`` lengths in the same setup (``÷ fixed``):
+  fixed lengths have no imbalance to remove, so their ratio is what the transport alone gives
+  (shared-memory gets and pushes against gloo collectives), and ``÷ fixed`` is the part that
+  comes from balancing, to set beside the bound;
 * the goals of the ODC issue, with whether each was met.
 
     python benchmarks/odc.py [--lengths fixed,uniform,swe-smith,longalign] [--repeats 2]
-                             [--setups 2,4q,4] [--keep DB]
+                             [--setups 2,4q,4] [--keep DB] [--from-db DB]
 
 A setup is a rank count with ``q`` for a CPU quota per rank (on this 2-core machine 4 ranks are
 only comparable to 4 devices under quotas: without them a waiting rank lends its core to the
@@ -80,29 +84,35 @@ def main() -> None:
     parser.add_argument("--setups", default="2,4q,4")
     parser.add_argument("--repeats", type=int, default=2)
     parser.add_argument("--keep", type=Path, help="also copy the database here")
+    parser.add_argument(
+        "--from-db", type=Path, help="print the figures of a database kept earlier, run nothing"
+    )
     args = parser.parse_args()
     lengths = args.lengths.split(",")
     setups = [(int(s.rstrip("q")), s.endswith("q")) for s in args.setups.split(",")]
+    specs = []
+    for nproc, quota in setups:
+        specs += expand(
+            "fsdp-vs-odc",
+            [
+                {
+                    "nproc": nproc,
+                    "emulate.rank_cpu_quota": "on" if quota else "off",
+                    "data.lengths": lengths,
+                    "repeats": args.repeats,
+                    "energy.idle_s": 0.5,
+                }
+            ],
+        )
     with tempfile.TemporaryDirectory() as tmp:
-        db = Path(tmp) / "odc.duckdb"
-        specs = []
-        for nproc, quota in setups:
-            specs += expand(
-                "fsdp-vs-odc",
-                [
-                    {
-                        "nproc": nproc,
-                        "emulate.rank_cpu_quota": "on" if quota else "off",
-                        "data.lengths": lengths,
-                        "repeats": args.repeats,
-                        "energy.idle_s": 0.5,
-                    }
-                ],
-            )
-        print(f"{len(specs)} runs: FSDP and ODC × {lengths} × {args.setups}", flush=True)
-        summary = run_specs(specs, db)
-        if summary.failed:
-            raise SystemExit(f"runs failed: {summary.errors}")
+        db = args.from_db or Path(tmp) / "odc.duckdb"
+        if args.from_db is None:
+            print(f"{len(specs)} runs: FSDP and ODC × {lengths} × {args.setups}", flush=True)
+            summary = run_specs(specs, db)
+            if summary.failed:
+                raise SystemExit(f"runs failed: {summary.errors}")
+            if args.keep:
+                shutil.copy(db, args.keep)
         pairs = read_pairs(db)
         steps = read_frame(
             db,
@@ -110,15 +120,15 @@ def main() -> None:
             "max(len(re.step_times_s)) * max(re.repeat + 1) AS measured "
             "FROM runs ru JOIN results re USING (run_id) GROUP BY ALL",
         )
-        if args.keep:
-            shutil.copy(db, args.keep)
     base = specs[0].settings
     warmup = base["train.warmup_steps"]
     print()
     print(
         f"{'setup':<22} {'lengths':<10} {'FSDP tok/s':>10} {'ODC tok/s':>10} {'ODC÷FSDP':>9} "
-        f"{'bound lin':>9} {'bound 1.5B':>10} {'wait FSDP→ODC':>15} {'J/token FSDP→ODC':>20}"
+        f"{'÷ fixed':>8} {'bound lin':>9} {'bound 1.5B':>10} {'wait FSDP→ODC':>15} "
+        f"{'J/token FSDP→ODC':>20}"
     )
+    fixed = pairs[pairs.lengths == "fixed"].set_index(["nproc", "rank_cpu_quota"])["speedup"]
     for r in pairs.itertuples():
         match = steps[
             (steps.lengths == r.lengths)
@@ -129,10 +139,12 @@ def main() -> None:
         settings = {**base, "data.lengths": r.lengths}
         linear = bound(settings, r.nproc, measured, base["data.cost_model"])
         fit = bound(settings, r.nproc, measured, "1.5b")
+        control = fixed.get((r.nproc, r.rank_cpu_quota))
+        beyond = f"{r.speedup / control:>8.2f}" if control else f"{'n/a':>8}"
         print(
             f"{setup_label(r.nproc, r.rank_cpu_quota):<22} {r.lengths:<10} "
             f"{r.fsdp_tokens_per_s:>10,.0f} {r.odc_tokens_per_s:>10,.0f} {r.speedup:>9.2f} "
-            f"{linear:>9.2f} {fit:>10.2f} "
+            f"{beyond} {linear:>9.2f} {fit:>10.2f} "
             f"{r.fsdp_wait_fraction:>7.3f}→{r.odc_wait_fraction:<7.3f} "
             f"{r.fsdp_joules_per_token:>9.3g}→{r.odc_joules_per_token:<9.3g} ({r.odc_energy})"
         )

@@ -675,3 +675,24 @@ def test_runs_written_before_layouts_migrate_and_match_new_runs(tmp_path: Path) 
     assert not ddp["rank_cpu_quota"]
     for old, new in ((ddp, new_ddp), (fsdp, new_fsdp), (mamba, new_mamba)):
         assert old["config_key"] == key_of(new.identity()), old["run_id"]
+
+
+def test_runs_under_cpu_quotas_are_renamed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 6: a run whose ranks ran under CPU quotas gets "cpu-quota" in its name, as new
+    runs are named; other runs keep theirs."""
+    db = tmp_path / "v5.duckdb"
+    with monkeypatch.context() as patch:
+        patch.setattr(store_mod, "SCHEMA_VERSION", 5)  # this file stops at version 5
+        store = Store(db)
+        store.begin_run(run_row("aaaaaaaaaaaa", config_name="odc×4", rank_cpu_quota=True))
+        store.begin_run(run_row("bbbbbbbbbbbb", config_name="odc×4", rank_cpu_quota=False))
+        store.begin_run(run_row("cccccccccccc", config_name="ddp×2", rank_cpu_quota=None))
+    Store(db)  # migrates to the current version
+    names = read_frame(db, "SELECT run_id, config_name FROM runs ORDER BY run_id")
+    assert list(names.config_name) == ["odc×4 cpu-quota", "odc×4", "ddp×2"]
+    Store(db)  # nothing applied twice
+    assert (
+        read_frame(db, "SELECT config_name FROM runs").config_name.str.count("cpu-quota").sum() == 1
+    )

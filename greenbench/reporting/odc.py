@@ -103,28 +103,34 @@ def markdown(pairs: pd.DataFrame) -> list[str]:
 
 
 def plot(pairs: pd.DataFrame, path: Path) -> None:
-    """ODC ÷ FSDP tokens/s and wait fractions per lengths, one group of bars per setup."""
+    """ODC ÷ FSDP tokens/s (bars) and both wait fractions (lines) per lengths, one panel per
+    setup, on shared axes so the panels compare at a glance."""
     setups = list(pairs.groupby(["nproc", "rank_cpu_quota"], dropna=False, sort=True))
-    fig = Figure(figsize=(5.0 * len(setups), 4.2))
+    fig = Figure(figsize=(4.6 * len(setups), 4.4))
+    top_ratio = max(1.3, float(pairs["speedup"].max()) * 1.1)
+    top_wait = max(0.05, float(pairs[["fsdp_wait_fraction", "odc_wait_fraction"]].max().max()))
     for i, ((nproc, quota), g) in enumerate(setups):
         ax = fig.add_subplot(1, len(setups), i + 1)
-        x = range(len(g))
-        ax.bar(list(x), g["speedup"], width=0.5, color="C0", alpha=0.8, label="ODC ÷ FSDP")
-        ax.set_xlim(-0.6, len(g) - 0.4)
+        x = list(range(len(g)))
+        ax.bar(x, g["speedup"], width=0.5, color="C0", alpha=0.8, label="tokens/s, ODC ÷ FSDP")
         ax.axhline(1.0, color="k", lw=0.8)
+        ax.set_ylim(0, top_ratio)
+        ax.set_xlim(-0.6, len(g) - 0.4)
         twin = ax.twinx()
         twin.plot(x, g["fsdp_wait_fraction"], "o--", color="C3", label="FSDP wait fraction")
         twin.plot(x, g["odc_wait_fraction"], "s--", color="C2", label="ODC wait fraction")
-        twin.set_ylim(
-            0, max(0.05, float(g[["fsdp_wait_fraction", "odc_wait_fraction"]].max().max()) * 1.3)
-        )
-        ax.set_xticks(list(x), list(g["lengths"]))
-        ax.set_ylabel("tokens/s, ODC ÷ FSDP")
-        twin.set_ylabel("wait fraction")
+        twin.set_ylim(0, top_wait * 1.3)
+        ax.set_xticks(x, list(g["lengths"]))
         ax.set_title(setup_label(int(nproc), quota))
-        handles = ax.get_legend_handles_labels()
-        more = twin.get_legend_handles_labels()
-        ax.legend(handles[0] + more[0], handles[1] + more[1], fontsize=7, loc="lower left")
+        if i == 0:
+            ax.set_ylabel("tokens/s, ODC ÷ FSDP (bars)")
+        if i == len(setups) - 1:
+            twin.set_ylabel("wait fraction (lines)")
+        else:
+            twin.set_yticklabels([])
+    bars, lines = ax.get_legend_handles_labels(), twin.get_legend_handles_labels()
+    fig.legend(bars[0] + lines[0], bars[1] + lines[1], loc="lower center", ncol=3, fontsize=8)
+    fig.subplots_adjust(bottom=0.2, wspace=0.15)
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
 

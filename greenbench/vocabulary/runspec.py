@@ -28,11 +28,14 @@ class RunSpec:
 
     @property
     def name(self) -> str:
-        """Short human label, e.g. ``transformer/tiny seq=1024 fixed single×1``."""
+        """Short human label, e.g. ``transformer/tiny seq=1024 fixed single×1``; ranks under a
+        CPU quota each (``emulate.rank_cpu_quota`` resolved to ``on``) add ``cpu-quota``, so the
+        same layout with and without quotas reads as two configurations, as it is."""
         s = self.settings
+        quota = " cpu-quota" if s.get("emulate.rank_cpu_quota") == "on" else ""
         return (
             f"{s['model.family']}/{s['model.size']} seq={s['data.seq_len']} "
-            f"{s['data.lengths']} {s['strategy']}×{s['nproc'] * s['nnodes']}"
+            f"{s['data.lengths']} {s['strategy']}×{s['nproc'] * s['nnodes']}{quota}"
         )
 
     def identity(self) -> dict[str, Any]:
