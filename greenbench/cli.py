@@ -318,6 +318,40 @@ def report(out: Path, force: bool, title: str, ref: str | None, db: Path | None)
 
 
 @main.command()
+@click.option("--model-family", "family", required=True, help="transformer or mamba")
+@click.option("--size", required=True, help="model preset, e.g. 7b")
+@click.option("--devices", required=True, help="number of devices (GPUs) to plan for")
+@click.option("--device-type", required=True, help="h100, a100, h200, b200, … (the GPU table)")
+@click.option("--seq-len", default="4096", show_default=True, help="tokens per sequence")
+@click.option(
+    "--global-batch", default="512", show_default=True, help="sequences per optimizer step"
+)
+@click.option(
+    "--micro-batch", default="1", show_default=True, help="sequences per microbatch and rank"
+)
+@click.option("--precision", default="bf16", show_default=True, help="bf16 or fp32")
+@click.option("--power-limit-w", default=None, help="GPU power limit in watts (default: none)")
+@click.option("--rank-by", default="energy", show_default=True, help="energy, time or memory")
+@click.option("--top", default="20", show_default=True, help="rows shown besides the Pareto set")
+@click.option(
+    "--db",
+    type=click.Path(path_type=Path),
+    help="results database: show layouts measured on this host with the prediction's error",
+)
+@click.option(
+    "--calibrate", is_flag=True, help="fit α, β, sustained FLOP/s and power from stored runs"
+)
+@friendly
+def plan(**options: Any) -> None:
+    """Predict step time, memory per device and J/token of every layout (no torch, no GPU)."""
+    from greenbench.plan.command import plan_command
+
+    if options["calibrate"] and options["db"] is None:
+        options["db"] = default_db()
+    plan_command(**options)
+
+
+@main.command()
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @click.option("--port", type=int, help="port to serve on (default: a free one)")
 @click.option("--address", default="127.0.0.1", show_default=True, help="address to bind")

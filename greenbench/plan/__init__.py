@@ -1,3 +1,9 @@
-"""Planning without torch: estimates of what a configuration needs before it runs (memory,
-time), so the launcher can refuse what cannot fit. The hybrid-parallelism planner (cost model,
-layout search, calibration) grows here and reuses the same memory model."""
+"""Planning without torch: what a configuration needs before it runs, and which layout to run.
+
+* `estimate`: lower bounds of memory and time, for the launcher's preflight ("refuse what cannot
+  fit").
+* the layout planner (`greenbench plan`, docs/planner.md): `shapes` (the presets as plain
+  numbers), `comm` (α–β), `memory` (the one memory model, whose least terms `estimate` takes),
+  `power`, `device`, `cost`, `search` (every valid layout, ranked, its Pareto set),
+  `calibrate` and `measured` (stored runs), `render` and `command` (the CLI's one call).
+"""

@@ -12,7 +12,9 @@ Both are **lower bounds**, so refusing on them never refuses a run that could ha
   devices' peak. Real runs reach a fraction of peak, so they take longer still.
 
 Plain numbers in, plain numbers out: the launcher fills `Need` from the model's analytic
-description and the data's length distribution, and compares it with the machine.
+description and the data's length distribution, and compares it with the machine. The memory
+terms are those of the planner's memory model (`greenbench.plan.memory`): one model, taken here
+at its least.
 """
 
 from __future__ import annotations
@@ -20,8 +22,15 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-ADAMW_BYTES_PER_PARAM = 16  # fp32 parameter + gradient + exp_avg + exp_avg_sq
-LOSS_BYTES = 4  # the loss upcasts logits to float32
+from greenbench.plan.memory import (
+    ADAMW_BYTES_PER_PARAM,
+    LOSS_BYTES,
+    logits_bytes,
+    residual_bytes,
+    state_bytes,
+)
+
+__all__ = ["ADAMW_BYTES_PER_PARAM", "LOSS_BYTES", "Need", "duration", "gib"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,12 +56,12 @@ class Need:
     min_window_s: float
 
     def state_bytes_per_rank(self) -> float:
-        return self.n_params * ADAMW_BYTES_PER_PARAM / self.shards
+        return state_bytes(self.n_params, self.shards)
 
     def activation_bytes_per_rank(self) -> float:
         tokens = self.micro_batch * self.seq_len
-        logits = tokens * self.vocab_size * LOSS_BYTES
-        residual = tokens * self.d_model * self.activation_bytes * self.n_layers
+        logits = logits_bytes(tokens, self.vocab_size)
+        residual = residual_bytes(tokens, self.d_model, self.n_layers, self.activation_bytes)
         return float(logits + residual)
 
     def memory_bytes_per_node(self) -> float:

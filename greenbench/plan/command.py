@@ -1,0 +1,95 @@
+"""`greenbench plan`: turn the command's options into a plan and print it (the CLI's one call).
+
+Why a planner of our own: the layout searches that exist optimise time or memory only and come
+bound to their training stacks (Alpa, Galvatron, Megatron-LM's and DeepSpeed's estimators,
+torchtitan's hand-picked flavours), and the energy tools (Zeus, Perseus) tune the power of a
+layout already chosen. No kept library predicts the joules per token of every layout, reads its
+calibration back from measured runs, or reports its own error against them, which is this
+project's question: which DP × TP × PP × CP layout spends the fewest joules per token?
+
+Nothing here imports torch: the presets come from `greenbench.plan.shapes`, the devices from the
+GPU table, and the store (with pandas and DuckDB) is imported only when ``--db`` or
+``--calibrate`` asks for stored runs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from greenbench.errors import SpecError
+from greenbench.plan.cost import Batch
+from greenbench.plan.device import device_model
+from greenbench.plan.search import plan
+from greenbench.plan.shapes import model_shape
+
+
+def whole(option: str, text: str | int, least: int = 1) -> int:
+    """An option's whole number, at least ``least``; SpecError (one line) otherwise."""
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        value = None
+    if value is None or value < least:
+        raise SpecError(f"{option} must be a whole number >= {least}, got {text!r}")
+    return value
+
+
+def watts(text: str | float | None) -> float | None:
+    """The --power-limit-w value in watts (None: no limit)."""
+    if text is None:
+        return None
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        value = float("nan")
+    if not value > 0 or value == float("inf"):
+        raise SpecError(f"--power-limit-w must be a positive number of watts, got {text!r}")
+    return value
+
+
+def plan_command(
+    *,
+    family: str,
+    size: str,
+    devices: str | int,
+    device_type: str,
+    seq_len: str | int = 4096,
+    global_batch: str | int = 512,
+    micro_batch: str | int = 1,
+    precision: str = "bf16",
+    power_limit_w: str | float | None = None,
+    rank_by: str = "energy",
+    top: str | int = 20,
+    db: Path | None = None,
+    calibrate: bool = False,
+) -> None:
+    """Plan every valid layout and print the ranked table (SpecError for bad input). Numbers
+    may come as the command line's text."""
+    shape = model_shape(family, size)
+    n_devices = whole("--devices", devices)
+    batch = Batch(
+        seq_len=whole("--seq-len", seq_len),
+        global_batch=whole("--global-batch", global_batch),
+        micro_batch=whole("--micro-batch", micro_batch),
+        precision=precision,
+    )
+    rows = whole("--top", top, least=0)
+    limit = watts(power_limit_w)
+    device_model(device_type, precision, power_limit_w=limit)  # bad input fails before any read
+    calibration = None
+    if calibrate:
+        from greenbench.plan.calibrate import calibrate as fit
+
+        if db is None:
+            raise SpecError("--calibrate reads stored runs: pass --db PATH")
+        calibration = fit(db, device_type)
+    device = device_model(device_type, precision, power_limit_w=limit, calibration=calibration)
+    result = plan(shape, n_devices, batch, device, rank_by=rank_by)
+    found = None
+    if db is not None:
+        from greenbench.plan.measured import measured_layouts
+
+        found = measured_layouts(db, shape, n_devices, device)
+    from greenbench.plan.render import print_plan
+
+    print_plan(result, top=rows, measured=found)

@@ -1,0 +1,102 @@
+"""The planner against what was measured: layouts stored for this host, predicted and measured
+side by side, with the prediction's error.
+
+Each ok GPU run of the same model, device type and device count on this host is predicted with
+its **own** batch (sequence length, global batch, micro-batch, precision from its stored
+settings) and layout, and compared with the medians of its stored repeats: tokens/s, peak memory
+per device, and J/token from the GPU energy where stored (else the gross energy) — only where
+that energy was measured; an estimated energy gets no error, as no estimate is compared with a
+measurement. Error is ``predicted / measured − 1``.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from greenbench.plan.calibrate import stored_runs
+from greenbench.plan.cost import Batch, Prediction, predict
+from greenbench.plan.device import DeviceModel
+from greenbench.plan.shapes import ModelShape
+from greenbench.vocabulary import Layout
+
+
+@dataclass(frozen=True, slots=True)
+class Measured:
+    """One stored run: its medians (None where not stored or not measured) and the prediction
+    for its own configuration."""
+
+    run_id: str
+    layout: Layout
+    batch: Batch
+    repeats: int
+    tokens_per_s: float
+    joules_per_token: float | None
+    peak_mem_bytes: float | None
+    predicted: Prediction
+
+    def errors(self) -> dict[str, float | None]:
+        """Relative error of each prediction (``predicted / measured − 1``)."""
+
+        def error(predicted: float, measured: float | None) -> float | None:
+            return predicted / measured - 1 if measured else None
+
+        return {
+            "tokens_per_s": error(self.predicted.tokens_per_s, self.tokens_per_s),
+            "joules_per_token": error(self.predicted.joules_per_token, self.joules_per_token),
+            "peak_mem_bytes": error(self.predicted.memory.total_b, self.peak_mem_bytes),
+        }
+
+
+def _median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def measured(run: dict[str, Any], shape: ModelShape, device: DeviceModel) -> Measured | None:
+    """``run`` (a `get_run` dict) set against its prediction, or None if it cannot be predicted
+    (its batch does not divide over its layout)."""
+    s = run["config"]["settings"]
+    batch = Batch(
+        seq_len=int(run["seq_len"]),
+        global_batch=int(s["data.global_batch"]),
+        micro_batch=int(s["data.micro_batch"]),
+        precision=str(run["precision"]),
+    )
+    layout = Layout.parse(str(run["layout"]), strategy=run["strategy"])
+    predicted = predict(shape, layout, batch, device)
+    results = run["results"]
+    if predicted is None or not results:
+        return None
+    joules = [
+        (r.get("energy_gpu_j") or r["energy_j"]) / r["tokens"]
+        for r in results
+        if r.get("energy_measured") and (r.get("energy_gpu_j") or r.get("energy_j"))
+        and r.get("tokens")
+    ]  # fmt: skip
+    return Measured(
+        run_id=run["run_id"],
+        layout=layout,
+        batch=batch,
+        repeats=len(results),
+        tokens_per_s=statistics.median(r["tokens_per_s"] for r in results),
+        joules_per_token=_median(joules),
+        peak_mem_bytes=_median([r["peak_mem_bytes"] for r in results if r.get("peak_mem_bytes")]),
+        predicted=predicted,
+    )
+
+
+def measured_layouts(
+    db: Path, shape: ModelShape, devices: int, device: DeviceModel, host: str | None = None
+) -> list[Measured]:
+    """Every stored run of ``shape`` on ``devices`` devices of ``device``'s type on ``host``."""
+    runs = stored_runs(db, device.label, host, model_family=shape.family, model_size=shape.size)
+    found = []
+    for run in runs:
+        if int(run["nproc"]) * int(run["nnodes"]) != devices:
+            continue
+        m = measured(run, shape, device)
+        if m is not None:
+            found.append(m)
+    return found

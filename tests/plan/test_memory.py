@@ -1,0 +1,88 @@
+"""The memory model, against bytes worked by hand for the 7b preset, and the preflight's lower
+bound read from the same functions."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from greenbench.plan import memory
+from greenbench.plan.estimate import Need
+from greenbench.plan.shapes import model_shape
+from greenbench.vocabulary import Layout
+
+SEVEN_B = model_shape("transformer", "7b")
+N, EMB, L, D, V, FFN = 6738415616, 131072000, 32, 4096, 32000, 11008
+PER_LAYER = (N - EMB - V * D - D) / L  # 202,383,360: attention 4·d² + MLP 3·d·ffn + 2 norms
+HEAD = V * D + D
+
+
+def test_block_parameters_match_the_llama_block() -> None:
+    assert PER_LAYER == 4 * D * D + 3 * D * FFN + 2 * D
+    assert SEVEN_B.params_per_layer() == PER_LAYER
+
+
+def test_block_activations_per_token() -> None:
+    # 6·d + 2·d_kv + 3·d_ffn with d_kv = d (32 KV heads of 128)
+    assert memory.block_activation_elements(SEVEN_B) == 6 * D + 2 * D + 3 * FFN
+
+
+def test_one_device_holds_everything() -> None:
+    m = memory.per_device(
+        SEVEN_B, Layout(), micro_batch=1, seq_len=4096, activation_bytes=2, microbatches=4
+    )
+    assert m.state_b == pytest.approx(16 * N)
+    assert m.buffers_b == 0
+    assert m.activations_b == pytest.approx(4096 * (8 * D + 3 * FFN) * 2 * L)
+    assert m.logits_b == 4096 * V * 4
+    assert m.total_b == m.state_b + m.activations_b + m.logits_b
+
+
+def test_each_degree_divides_what_it_splits() -> None:
+    layout = Layout(dp_replicate=2, dp_shard=4, tp=2, cp=2)
+    m = memory.per_device(
+        SEVEN_B, layout, micro_batch=2, seq_len=4096, activation_bytes=2, microbatches=4
+    )
+    assert m.state_b == pytest.approx(16 * N / (4 * 2))  # dp_shard × tp; not dpr, not cp
+    assert m.buffers_b == pytest.approx(2 * PER_LAYER * 2 / 2)  # two blocks in bf16, over tp
+    tokens = 2 * 4096 / 2  # micro-batch × seq over cp
+    assert m.activations_b == pytest.approx(tokens * (8 * D + 3 * FFN) * 2 / 2 * L)
+    assert m.logits_b == tokens * V * 4
+
+
+def test_a_pipeline_counts_the_busier_of_its_end_stages() -> None:
+    layout = Layout(pp=4)
+    m = memory.per_device(
+        SEVEN_B, layout, micro_batch=1, seq_len=4096, activation_bytes=2, microbatches=8
+    )
+    blocks = 8 * PER_LAYER
+    per_block = 4096 * (8 * D + 3 * FFN) * 2
+    first = 16 * (blocks + EMB) + per_block * 8 * 4  # 4 microbatches in flight (min(m, pp))
+    last = 16 * (blocks + HEAD) + per_block * 8 + 4096 * V * 4
+    assert m.total_b == pytest.approx(max(first, last))
+    assert m.total_b == pytest.approx(first)
+
+
+def test_uneven_stages_count_the_largest() -> None:
+    m = memory.per_device(
+        SEVEN_B, Layout(pp=3), micro_batch=1, seq_len=1024, activation_bytes=2, microbatches=1
+    )
+    assert m.state_b >= 16 * (math.ceil(32 / 3) * PER_LAYER)
+
+
+def test_the_preflight_lower_bound_reads_the_same_model() -> None:
+    need = Need(
+        n_params=N, n_layers=L, d_model=D, vocab_size=V, flops_per_token=1.0, world=8,
+        ranks_per_node=8, shards=8, micro_batch=2, seq_len=4096, tokens_per_step=1.0,
+        activation_bytes=2, warmup_steps=1, repeats=1, steps=1, max_steps=1, min_window_s=0.0,
+    )  # fmt: skip
+    assert need.state_bytes_per_rank() == memory.state_bytes(N, 8) == N * 16 / 8
+    tokens = 2 * 4096
+    assert need.activation_bytes_per_rank() == tokens * V * 4 + tokens * D * 2 * L
+    full = memory.per_device(
+        SEVEN_B, Layout(dp_shard=8), micro_batch=2, seq_len=4096, activation_bytes=2,
+        microbatches=1,
+    )  # fmt: skip
+    lower = need.state_bytes_per_rank() + need.activation_bytes_per_rank()
+    assert lower < full.total_b  # the lower bound is never above the prediction
