@@ -145,9 +145,10 @@ def test_odc_reaches_the_single_process_parameters_with_unequal_microbatch_count
     torch.testing.assert_close(per_step, ref_losses, rtol=1e-5, atol=1e-3)
 
 
-def test_odc_follows_the_fsdp_loss_curve_on_the_same_minibatches(tmp_path: Path):
-    odc = run_ranks(tmp_path, "odc", "transformer", 2)
-    fsdp = run_ranks(tmp_path, "fsdp", "transformer", 2)
+@pytest.mark.parametrize("world", [2, 4])
+def test_odc_follows_the_fsdp_loss_curve_on_the_same_minibatches(tmp_path: Path, world: int):
+    odc = run_ranks(tmp_path, "odc", "transformer", world)
+    fsdp = run_ranks(tmp_path, "fsdp", "transformer", world)
     # the same documents, split by cost (odc) or into equal counts (fsdp): the summed loss of
     # each minibatch is the same
     for step in range(STEPS):
