@@ -31,6 +31,11 @@ from typing import Any
 
 import torch
 
+#: one-sided or point-to-point operations: ranks issue them in their own numbers and order, so
+#: the time in them is never split into transfer and waiting as a collective's is (waiting in a
+#: point-to-point schedule is recorded as its own ``waits`` call)
+POINT_TO_POINT_OPS = frozenset({"get", "push", "push_flush", "send", "recv"})
+
 
 @dataclass(slots=True)
 class Call:

@@ -107,3 +107,17 @@ def test_nccl_collectives_are_timed_with_cuda_events(tmp_path: Path):
     calls = torch.load(out)
     assert [c[2] for c in calls] == [4 << 20, 1 << 20]  # bytes are the tensors' bytes
     assert all(c[3] > 0 for c in calls)  # timed on the GPU, not left at 0
+
+
+def test_point_to_point_calls_are_transfer_even_when_ranks_issue_the_same_ones():
+    # ODC's gets and pushes: the same sequence on both ranks, but no rank waits for another in
+    # them, so the slower copy is not "waiting"; the collective beside them is still split
+    per_rank = [
+        [("dp_shard", "get", 8, 0.5, False), ("world", "all_reduce", 8, 0.4, False)],
+        [("dp_shard", "get", 8, 0.1, False), ("world", "all_reduce", 8, 0.1, False)],
+    ]
+    records, transfer, waiting = settle_calls(per_rank, 0)
+    by_op = {r.op: r for r in records}
+    assert by_op["get"].wait_s == 0.0
+    assert by_op["all_reduce"].wait_s == pytest.approx(0.3)
+    assert (transfer, waiting) == (pytest.approx(0.6), pytest.approx(0.3))

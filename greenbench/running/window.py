@@ -11,6 +11,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from greenbench.comm import POINT_TO_POINT_OPS
 from greenbench.results import CommRecord
 
 if TYPE_CHECKING:
@@ -84,12 +85,13 @@ def settle_calls(
     """This rank's communication records for a window, and its transfer and waiting seconds.
 
     ``per_rank[r]`` lists rank r's calls in issue order as (dim, op, bytes, seconds, waits).
-    Calls that ``waits`` (barriers) are waiting through and through. The others are split as in
+    Calls that ``waits`` (barriers) are waiting through and through; point-to-point calls
+    (`POINT_TO_POINT_OPS`) are transfer through and through. Collectives are split as in
     `split_blocked` (the shortest of the ranks' times for a call is transfer, the rest waiting)
     when every rank issued the same sequence of them, as collectives are; otherwise they count
     as transfer (waiting is never invented).
     """
-    blocking = [[c for c in calls if not c[4]] for calls in per_rank]
+    blocking = [[c for c in calls if collective(c)] for calls in per_rank]
     aligned = len({tuple((c[0], c[1]) for c in calls) for calls in blocking}) == 1
     floors = (
         [min(times) for times in zip(*([c[3] for c in calls] for calls in blocking), strict=True)]
@@ -102,6 +104,8 @@ def settle_calls(
     for dim, op, nbytes, seconds, waits in per_rank[rank]:
         if waits:
             waited = seconds
+        elif op in POINT_TO_POINT_OPS:
+            waited = 0.0
         else:
             waited = seconds - floors[k] if aligned else 0.0
             k += 1
@@ -111,3 +115,8 @@ def settle_calls(
         groups[(dim, op)] = (calls + 1, moved + nbytes, total + seconds, waited_sum + waited)
     records = [CommRecord(dim, op, *totals) for (dim, op), totals in groups.items()]
     return records, transfer, waiting
+
+
+def collective(call: tuple[str, str, int, float, bool]) -> bool:
+    """Whether a settled call is a collective (neither a wait nor a point-to-point call)."""
+    return not call[4] and call[1] not in POINT_TO_POINT_OPS
