@@ -46,7 +46,7 @@ def main() -> None:
 
 
 @main.command()
-@click.option("--suite", help="suite name in workloads/ or path to a suite .toml file")
+@click.option("--suite", help="a shipped suite (`greenbench list suites`) or your own .toml file")
 @click.option("--workload", help="run one workload (see `greenbench list workloads`)")
 @click.option(
     "--set",

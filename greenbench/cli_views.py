@@ -16,10 +16,11 @@ def catalog(what: str) -> None:
     if what == "suites":
         from greenbench.spec import available_suites, load_suite
 
-        table = Table("suite", "description")
+        table = Table("suite", "description", "from")
         for name in available_suites():
-            table.add_row(cell(name), cell(load_suite(name).description))
+            table.add_row(cell(name), cell(load_suite(name).description), "shipped with greenbench")
         console.print(table)
+        console.print("Your own suite: greenbench run --suite PATH.toml (see README, Workloads).")
     elif what == "workloads":
         from greenbench.workloads import WORKLOADS
 

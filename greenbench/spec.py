@@ -15,6 +15,8 @@ import difflib
 import itertools
 import math
 from dataclasses import dataclass, field
+from importlib import resources
+from importlib.resources.abc import Traversable
 from pathlib import Path
 from typing import Any
 
@@ -216,36 +218,45 @@ def coerce_all(table: dict[str, Any], where: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- suites
 
 
-def workloads_dir() -> Path:
-    """The suite folder shipped with greenbench (``workloads/`` at the repository top)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "workloads", here / "workloads"):
-        if candidate.is_dir():
-            return candidate
-    return here.parent / "workloads"
+#: the suites greenbench ships, as package data (``greenbench/suites/*.toml``), so that
+#: ``--suite NAME`` works after a regular install, from any directory
+SUITES_PACKAGE = "greenbench.suites"
+
+
+def packaged_suites() -> dict[str, Traversable]:
+    """The shipped suites by name."""
+    folder = resources.files(SUITES_PACKAGE)
+    return {
+        entry.name.removesuffix(".toml"): entry
+        for entry in folder.iterdir()
+        if entry.name.endswith(".toml") and entry.is_file()
+    }
 
 
 def available_suites() -> list[str]:
-    return sorted(p.stem for p in workloads_dir().glob("*.toml"))
+    return sorted(packaged_suites())
 
 
 def load_suite(name_or_path: str) -> SuiteSpec:
-    """Load a suite by name (a file in ``workloads/``) or by path to the user's TOML file."""
+    """Load a suite by name (one greenbench ships) or by path to the user's TOML file."""
     path = Path(name_or_path)
+    source: Path | Traversable = path
     if not (path.suffix == ".toml" and path.exists()):
-        path = workloads_dir() / f"{name_or_path}.toml"
-        if not path.exists():
-            known = ", ".join(available_suites()) or "none"
+        shipped = packaged_suites()
+        if name_or_path not in shipped:
+            known = ", ".join(sorted(shipped)) or "none"
             raise SpecError(
                 f"unknown suite {name_or_path!r} (known: {known}; or give a .toml path)"
             )
+        source = shipped[name_or_path]
+    where = str(path) if source is path else f"suite {name_or_path} (shipped with greenbench)"
     try:
-        data = tomllib.loads(path.read_text())
+        data = tomllib.loads(source.read_text(encoding="utf-8"))
     except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{path}: malformed TOML: {exc}") from None
+        raise SpecError(f"{where}: malformed TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
-        raise SpecError(f"{path}: cannot read suite file: {exc}") from None
-    return parse_suite(data, name=path.stem, where=str(path))
+        raise SpecError(f"{where}: cannot read suite file: {exc}") from None
+    return parse_suite(data, name=source.name.removesuffix(".toml"), where=where)
 
 
 def parse_suite(data: dict[str, Any], *, name: str, where: str) -> SuiteSpec:

@@ -1,8 +1,8 @@
 """The standard workloads: each a question, base settings, and the settings it sweeps.
 
 A workload reads like an experiment plan: what is held fixed, what varies. Suites in
-``workloads/*.toml`` pick workloads and override settings; ``greenbench run --workload NAME``
-runs one with ``--set`` overrides.
+``greenbench/suites/*.toml`` pick workloads and override settings;
+``greenbench run --workload NAME`` runs one with ``--set`` overrides.
 """
 
 from __future__ import annotations

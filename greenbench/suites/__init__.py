@@ -1,0 +1,1 @@
+"""The suites greenbench ships (``*.toml`` package data): ``greenbench run --suite NAME``."""
