@@ -4,22 +4,16 @@ waiting; on a GPU, NCCL calls are timed with CUDA events."""
 from __future__ import annotations
 
 import os
-import socket
 import time
 from pathlib import Path
 
 import pytest
 import torch
 import torch.multiprocessing as mp
+from helpers import free_port
 
 from greenbench.comm import CommRecorder, tensor_bytes
 from greenbench.running.window import settle_calls
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rank(rank: int, world: int, port: int, out: str) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import psutil
 import pytest
+from helpers import QUICK
 
 from greenbench.running.launch import run_specs
 from greenbench.spec import expand
@@ -21,17 +22,6 @@ from greenbench.store import check_integrity, read_frame
 
 pytestmark = pytest.mark.slow
 
-QUICK = {
-    "model.family": "transformer",
-    "data.seq_len": 32,
-    "data.global_batch": 2,
-    "data.micro_batch": 1,
-    "train.warmup_steps": 1,
-    "train.steps": 1,
-    "train.min_window_s": 0.0,
-    "energy.idle_s": 0.0,
-    "repeats": 1,
-}
 TWO_RANKS = {"strategy": "ddp", "nproc": 2}
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from helpers import QUICK
 
 from greenbench.running.hangs import classify
 from greenbench.running.launch import run_specs
@@ -53,17 +54,9 @@ def test_a_real_rank_that_sleeps_is_named(tmp_path: Path):
         "transformer-vs-mamba",
         [
             {
-                "model.family": "transformer",
+                **QUICK,
                 "strategy": "ddp",
                 "nproc": 2,
-                "data.seq_len": 32,
-                "data.global_batch": 2,
-                "data.micro_batch": 1,
-                "train.warmup_steps": 1,
-                "train.steps": 1,
-                "train.min_window_s": 0.0,
-                "energy.idle_s": 0.0,
-                "repeats": 1,
                 "debug.hang_rank": 1,
                 "timeout_s": 20.0,
             }

@@ -15,6 +15,7 @@ from importlib import resources
 from pathlib import Path
 
 import duckdb
+import helpers
 import pytest
 import torch
 from click.testing import CliRunner
@@ -26,17 +27,7 @@ from greenbench.running.launch import aggregate_checked, run_specs
 from greenbench.spec import expand
 from greenbench.store import MIGRATIONS, Store, read_frame
 
-QUICK = {
-    "model.family": "transformer",
-    "data.seq_len": 32,
-    "data.global_batch": 2,
-    "data.micro_batch": 1,
-    "train.warmup_steps": 1,
-    "train.steps": 1,
-    "train.min_window_s": 0.0,
-    "energy.idle_s": 0.0,
-    "repeats": 2,
-}
+QUICK = {**helpers.QUICK, "repeats": 2}
 LOW, TRUE = 1e3, 1e15  # FLOP/s: far below anything a run reaches; far above
 
 

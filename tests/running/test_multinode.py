@@ -7,13 +7,13 @@ node 1's launcher runs its ranks and writes nothing. Bad multi-node options are 
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import duckdb
 import pytest
+from helpers import free_port
 
 TINY = [
     *("--workload", "data-parallel"),
@@ -23,12 +23,6 @@ TINY = [
     *("--set", "energy.idle_s=0.2", "--set", "timeout_s=240"),
     *("--repeats", "1", "--nproc", "1", "--nnodes", "2"),
 ]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def greenbench(*args: str) -> list[str]:

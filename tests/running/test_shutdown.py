@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import helpers
 import pytest
 from click.testing import CliRunner
 
@@ -18,19 +19,7 @@ from greenbench.store import check_integrity, get_run, read_frame
 
 pytestmark = pytest.mark.slow
 
-QUICK = {
-    "model.family": "transformer",
-    "strategy": "ddp",
-    "nproc": 2,
-    "data.seq_len": 32,
-    "data.global_batch": 2,
-    "data.micro_batch": 1,
-    "train.warmup_steps": 1,
-    "train.steps": 1,
-    "train.min_window_s": 0.0,
-    "energy.idle_s": 0.0,
-    "repeats": 1,
-}
+QUICK = {**helpers.QUICK, "strategy": "ddp", "nproc": 2}
 
 
 def only_run(db: Path) -> dict:

@@ -18,6 +18,7 @@ from typing import Any
 import duckdb
 import pytest
 from click.testing import CliRunner
+from helpers import QUICK
 
 from greenbench.cli import main
 from greenbench.running import launch
@@ -31,17 +32,6 @@ from greenbench.store import (
     write_shard,
 )
 
-QUICK = {
-    "model.family": "transformer",
-    "data.seq_len": 32,
-    "data.global_batch": 2,
-    "data.micro_batch": 1,
-    "train.warmup_steps": 1,
-    "train.steps": 1,
-    "train.min_window_s": 0.0,
-    "energy.idle_s": 0.0,
-    "repeats": 1,
-}
 QUICK_ARGS = [
     "run", "--workload", "transformer-vs-mamba", "--repeats", "1",
     *(a for k, v in QUICK.items() if k != "repeats" for a in ("--set", f"{k}={v}")),

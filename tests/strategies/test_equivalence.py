@@ -7,12 +7,12 @@ tensor by tensor, with `single` training on the whole minibatch in one process.
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
 import torch
 import torch.multiprocessing as mp
+from helpers import free_port
 
 from greenbench.data import DataPlan, MarkovSource
 from greenbench.models import FAMILIES, ModelBuilder, build_model
@@ -33,12 +33,6 @@ SETTINGS = dict(
     scale=1.0,
     seed=3,
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def train(strategy: str, family: str, rank: int, world: int) -> dict[str, torch.Tensor]:

@@ -8,7 +8,6 @@ it held and what it communicated; rank 0 reads the whole model back from the own
 from __future__ import annotations
 
 import os
-import socket
 import threading
 from pathlib import Path
 
@@ -16,6 +15,7 @@ import psutil
 import pytest
 import torch
 import torch.multiprocessing as mp
+from helpers import free_port
 
 from greenbench.data import DataPlan, MarkovSource, StepBatch
 from greenbench.models import FAMILIES, ModelBuilder
@@ -39,12 +39,6 @@ DATA = dict(
     scale=1 / 128,
     seed=3,
 )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def plan(family: str, balance: str) -> DataPlan:

@@ -5,12 +5,12 @@ dies is named to the rank waiting on it."""
 from __future__ import annotations
 
 import os
-import socket
 from pathlib import Path
 
 import pytest
 import torch
 import torch.multiprocessing as mp
+from helpers import free_port
 
 from greenbench.strategies.odc.transport import SLOTS, PeerLost, SharedMemoryTransport
 
@@ -18,12 +18,6 @@ pytestmark = pytest.mark.slow
 
 SHARDS = [5, 3]  # two units; a mailbox slot holds the larger shard
 PUSHES = 4 * SLOTS  # per sender and unit: a sender must wait for the drain to free its slots
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _rank(rank: int, world: int, port: int, token: str, scenario: str, out: str) -> None:

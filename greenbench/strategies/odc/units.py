@@ -29,11 +29,15 @@ class Unit:
     shard: int  # elements per rank's shard (numel padded up to a multiple of world)
     world: int
     flat: torch.Tensor = field(default_factory=lambda: torch.zeros(0))
-    materialized: bool = False
 
     @property
     def padded(self) -> int:
         return self.shard * self.world
+
+    @property
+    def materialized(self) -> bool:
+        """Whether the flat tensor has its storage (the unit's full parameters are here)."""
+        return self.flat.untyped_storage().size() > 0
 
     def shard_of(self, tensor: torch.Tensor, owner: int) -> torch.Tensor:
         return tensor[owner * self.shard : (owner + 1) * self.shard]
@@ -43,12 +47,10 @@ class Unit:
         storage = self.flat.untyped_storage()
         if storage.size() == 0:
             storage.resize_(self.padded * self.flat.element_size())
-        self.materialized = True
 
     def release(self) -> None:
         """Free the flat tensor's storage (its views stay, pointing at nothing)."""
         self.flat.untyped_storage().resize_(0)
-        self.materialized = False
 
     def use_views(self) -> None:
         """Point the module's parameter attributes at the flat tensor (autograd records it)."""
@@ -83,7 +85,7 @@ def cut_units(model: torch.nn.Module, blocks: list[torch.nn.Module], world: int)
         flat.requires_grad_(True)
         for mod, attr, *_ in slots:
             del mod._parameters[attr]
-        unit = Unit(index, module, unit_names, slots, at, shard, world, flat, True)
+        unit = Unit(index, module, unit_names, slots, at, shard, world, flat)
         unit.use_views()
         units.append(unit)
     return units

@@ -1,0 +1,26 @@
+"""What many tests share: the quickest run that still trains and measures, and a free port for
+gloo process groups started by hand. Importable from any test (``pythonpath`` in pyproject)."""
+
+from __future__ import annotations
+
+import socket
+
+#: one tiny Transformer run: one warm-up and one measured step, no idle sampling, one repeat
+QUICK = {
+    "model.family": "transformer",
+    "data.seq_len": 32,
+    "data.global_batch": 2,
+    "data.micro_batch": 1,
+    "train.warmup_steps": 1,
+    "train.steps": 1,
+    "train.min_window_s": 0.0,
+    "energy.idle_s": 0.0,
+    "repeats": 1,
+}
+
+
+def free_port() -> int:
+    """A TCP port nothing listens on now (for MASTER_PORT)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
