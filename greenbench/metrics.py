@@ -106,6 +106,11 @@ def _step_times(ranks: Sequence[RankResult]) -> tuple[tuple[float, ...], str]:
     return pooled, "ranks timed different step counts: step percentiles pool all ranks' steps"
 
 
+def _most_state(ranks: Sequence[RankResult]) -> int | None:
+    states = [r.state_bytes for r in ranks]
+    return None if any(s is None for s in states) else max(s for s in states if s is not None)
+
+
 def aggregate_repeat(
     ranks: list[RankResult],
     *,
@@ -172,6 +177,7 @@ def aggregate_repeat(
         flops=flops,
         mfu=mfu_value,
         peak_mem_bytes=max(r.peak_mem_bytes for r in ranks),
+        state_bytes=_most_state(ranks),
         step_time_p50_s=percentile(step_times, 50),
         step_time_p95_s=percentile(step_times, 95),
         wait_fraction=wait_fraction,

@@ -50,6 +50,22 @@ class RankResult:
     n_microbatches: int
     energy: EnergyWindow | None  # None when this rank reads no meter (see energy.select)
     comm: tuple[CommRecord, ...] = ()  # this rank's communication in the window, per dim/op
+    #: model state this rank held, counted from tensors (`greenbench.running.state_memory`):
+    #: parameters, gradients, optimizer state, and the peak of what autograd saved; None where
+    #: not counted (results written before these fields existed)
+    param_bytes: int | None = None
+    grad_bytes: int | None = None
+    optim_bytes: int | None = None
+    activation_bytes: int | None = None
+
+    @property
+    def state_bytes(self) -> int | None:
+        """Model state this rank held: parameters + gradients + optimizer state + activations
+        (None when not counted)."""
+        parts = (self.param_bytes, self.grad_bytes, self.optim_bytes, self.activation_bytes)
+        if any(p is None for p in parts):
+            return None
+        return sum(p for p in parts if p is not None)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -98,6 +114,10 @@ class RepeatResult:
     #: why MFU is unknown (the achieved rate beat the peak), or how the peak was re-measured
     mfu_note: str = ""
     step_times_s: tuple[float, ...] = ()
+    #: the most model state one rank held (`RankResult.state_bytes`, max over ranks); None when
+    #: a rank did not count it. Unlike ``peak_mem_bytes`` (a process's resident set on CPU), it
+    #: is what the planner's memory model predicts
+    state_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

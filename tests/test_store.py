@@ -87,6 +87,10 @@ def make_outcome() -> RunOutcome:
             )
             if rank == 0
             else None,
+            param_bytes=4_000_000,
+            grad_bytes=4_000_000,
+            optim_bytes=8_000_016,
+            activation_bytes=1_000_000 + rank,
         )
         for repeat in range(2)
         for rank in range(2)
@@ -118,6 +122,7 @@ def make_outcome() -> RunOutcome:
             loss=3.0,
             energy_note="a note",
             step_times_s=(0.5, 0.75, 0.5),
+            state_bytes=17_000_017,
         )
         for k in range(2)
     ]
@@ -191,6 +196,51 @@ def test_round_trip_keeps_every_field(tmp_path: Path) -> None:
     runs = list_runs(db)
     assert list(runs["run_id"]) == ["0123456789ab"]
     assert runs.loc[0, "n_repeats"] == 2 and runs.loc[0, "joules_per_token_median"] == 0.05
+
+
+def test_model_state_is_stored_per_rank_and_the_most_per_repeat(tmp_path: Path) -> None:
+    db = tmp_path / "g.duckdb"
+    with Store(db) as store:
+        store.begin_run(run_row("0123456789ab"))
+        store.finish_run("0123456789ab", make_outcome())
+    ranks = read_frame(
+        db,
+        "SELECT rank, param_bytes, grad_bytes, optim_bytes, activation_bytes, state_bytes "
+        "FROM rank_results WHERE repeat = 0 ORDER BY rank",
+    )
+    assert list(ranks.state_bytes) == [17_000_016, 17_000_017]
+    assert list(ranks.activation_bytes) == [1_000_000, 1_000_001]
+    repeats = read_frame(db, "SELECT state_bytes FROM results ORDER BY repeat")
+    assert list(repeats.state_bytes) == [17_000_017, 17_000_017]
+
+
+def test_runs_stored_before_state_memory_keep_it_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 7 adds the model-state columns; runs stored before it have them NULL (never 0)
+    and a new run stores them beside the old ones."""
+    db = tmp_path / "v6.duckdb"
+    old = make_outcome()
+    with monkeypatch.context() as patch:
+        patch.setattr(store_mod, "SCHEMA_VERSION", 6)  # this file stops at version 6
+        store = Store(db)
+        store.begin_run(run_row("aaaaaaaaaaaa"))
+        con = duckdb.connect(str(db))
+        con.execute(
+            "INSERT INTO results (run_id, repeat, tokens, seconds, tokens_per_s, energy_source, "
+            "energy_measured, peak_mem_bytes) VALUES ('aaaaaaaaaaaa', 0, 1, 1.0, 1.0, 'rapl', "
+            "true, 5)"
+        )
+        con.close()
+        assert "state_bytes" not in set(read_frame(db, "DESCRIBE results")["column_name"])
+    Store(db)  # migrates
+    assert read_frame(db, "SELECT state_bytes FROM results").state_bytes.isna().all()
+    store = Store(db)
+    store.begin_run(run_row("bbbbbbbbbbbb"))
+    store.finish_run("bbbbbbbbbbbb", old)
+    stored = get_run(db, "bbbbbbbbbbbb")
+    assert [r["state_bytes"] for r in stored["results"]] == [17_000_017, 17_000_017]
+    assert get_run(db, "aaaaaaaaaaaa")["results"][0]["state_bytes"] is None
 
 
 def test_writes_do_not_hold_the_file(tmp_path: Path) -> None:

@@ -5,9 +5,12 @@ several. A worker never writes the database: it returns its RankResults (gathere
 which writes them to a JSON file the launcher reads).
 
 The measured window of each repeat is ``meter.begin()`` … steps … ``meter.end()``, with the
-device synchronised at both ends. Inside it, the only extra work per step is two clock reads and
-one arithmetic FLOP count from batch shapes; the number of steps per window is agreed once after
-warm-up (not decided per step, which would need a collective per step).
+device synchronised at both ends. Inside it, the only extra work per step is two clock reads,
+one arithmetic FLOP count from batch shapes and the saved-tensor hook that counts activation
+bytes (`greenbench.running.state_memory`: one Python call per tensor autograd saves; the
+parameters, gradients and optimizer state are counted after the window); the number of steps
+per window is agreed once after warm-up (not decided per step, which would need a collective
+per step).
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from greenbench.models import ModelInfo
 from greenbench.processes import die_with_parent, exit_now
 from greenbench.results import CommRecord, RankResult
 from greenbench.running.hangs import dump_stacks_on_request
+from greenbench.running.state_memory import StateMemory
 from greenbench.running.window import WindowTally, batch_flops, settle_calls
 from greenbench.strategies import STRATEGIES, DistContext, Strategy
 from greenbench.strategies.base import synchronize
@@ -88,6 +92,7 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
     mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
     comm = CommRecorder(ctx.device)
     strategy = STRATEGIES[s["strategy"]](ctx, mesh, comm, layout)
+    strategy.configure(s)
     model = strategy.apply(builder)
     try:
         return train_and_measure(spec, ctx, strategy, model, comm, builder.info)
@@ -128,6 +133,7 @@ def train_and_measure(
         local_rank=ctx.local_rank,
     )
     host = socket.gethostname()
+    memory = StateMemory(model, optimizer, strategy.parameters(model))
     results = []
     try:
         for repeat in range(s["repeats"]):
@@ -135,6 +141,7 @@ def train_and_measure(
             step += n_steps
             comm.take()  # drop what warm-up and earlier windows recorded
             reset_peak_memory(ctx.device)
+            memory.reset()
             tally = WindowTally()
             synchronize(ctx.device)
             meter.begin()
@@ -143,7 +150,8 @@ def train_and_measure(
                 t0 = time.perf_counter()
                 if i == 0 and repeat == 0:
                     arm_faults(s, ctx.rank, strategy)
-                loss, times = strategy.train_step(model, optimizer, batch)
+                with memory.saving():
+                    loss, times = strategy.train_step(model, optimizer, batch)
                 strategy.on_microbatch = None
                 if s["debug.slowdown_s"]:
                     times.compute_s += burn(s["debug.slowdown_s"], ctx.device)
@@ -152,6 +160,7 @@ def train_and_measure(
             seconds = time.perf_counter() - window_start
             window = meter.end()
             records = settle_communication(tally, comm, ctx)
+            state = memory.read()
             if window is not None and seconds < s["train.min_window_s"]:
                 window = flag_short(window, seconds, s["train.min_window_s"])
             results.append(
@@ -172,6 +181,10 @@ def train_and_measure(
                     n_microbatches=tally.n_microbatches,
                     energy=window,
                     comm=tuple(records),
+                    param_bytes=state.param_bytes,
+                    grad_bytes=state.grad_bytes,
+                    optim_bytes=state.optim_bytes,
+                    activation_bytes=state.activation_bytes,
                 )
             )
     finally:

@@ -14,7 +14,7 @@ RESULT_TABLE_COLUMNS = frozenset(
         "energy_j", "energy_net_j", "energy_gpu_j", "energy_cpu_j", "energy_dram_j",
         "idle_power_w", "joules_per_token", "net_joules_per_token", "flops", "mfu",
         "peak_mem_bytes", "step_time_p50_s", "step_time_p95_s", "wait_fraction", "wait_energy_j",
-        "co2_g", "loss", "energy_note", "step_times_s", "mfu_note",
+        "co2_g", "loss", "energy_note", "step_times_s", "mfu_note", "state_bytes",
     }
 )  # fmt: skip
 

@@ -475,4 +475,6 @@ def _rank_row(run_id: str, r: Any) -> dict[str, Any]:
         "energy_cpu_j": w.energy_cpu_j if w else None,
         "energy_dram_j": w.energy_dram_j if w else None,
         "energy_note": w.note if w else None,
+        "param_bytes": r.param_bytes, "grad_bytes": r.grad_bytes, "optim_bytes": r.optim_bytes,
+        "activation_bytes": r.activation_bytes, "state_bytes": r.state_bytes,
     }  # fmt: skip
