@@ -29,7 +29,7 @@ from greenbench.vocabulary import DEGREES, RunSpec, resolve_layout
 #: resolved": nproc and the layout's degrees from each other (greenbench.vocabulary.layout),
 #: device, precision, the scan kernel and CPU quotas by the launcher on the machine it runs on.
 DEFAULTS: dict[str, Any] = {
-    "strategy": "single",  # the algorithm: single | ddp | fsdp | odc
+    "strategy": "single",  # the algorithm: single | ddp | fsdp | odc | hybrid
     "nproc": "auto",  # ranks per node; auto: the layout's ranks / nnodes (1 without a layout)
     "nnodes": 1,
     "layout.dp_replicate": "auto",  # data-parallel replicas (ddp fills it)
@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "train.max_steps": 200,  # upper bound when a window is lengthened to min_window_s
     "train.warmup_steps": 2,
     "train.lr": 1e-3,
+    "train.pp_schedule": "1f1b",  # pipeline schedule when layout.pp > 1: 1f1b | gpipe
     "train.min_window_s": 1.0,
     "energy.source": "auto",  # auto | nvml | zeus | rapl | estimate
     "energy.region": "world",  # ISO-3 country code or cloud region for carbon intensity
@@ -82,6 +83,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "emulate.rank_cpu_quota": ("auto", "on", "off"),
     "precision": ("auto", "fp32", "bf16"),
     "data.balance": ("auto", "same-count", "sampler", "balanced-cost"),
+    "train.pp_schedule": ("1f1b", "gpipe"),
     "energy.source": ("auto", "nvml", "zeus", "rapl", "estimate"),
 }
 

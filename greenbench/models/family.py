@@ -5,7 +5,8 @@ A family (``transformer``, ``mamba``) is one package whose `ModelFamily` bundles
 (parameter counts and the shapes the FLOP formulas need, so the planner, the dashboard and MFU
 use it without building a model); FLOPs per token; ``blocks(model)``, the repeated blocks FSDP
 wraps one by one and a pipeline cuts between; what a tensor-parallel split divides (attention
-heads, inner channels) and its plan, or the reason there is none; and its kernel backends, the
+heads, inner channels) and how (a plan of projections, or its own function);
+``pipeline_stage``, a run of blocks as one pipeline stage; and its kernel backends, the
 choices of the setting that picks one (``model.scan`` for Mamba), resolved before a run starts
 so the kernel that ran is part of the run's identity.
 
@@ -59,11 +60,18 @@ class TensorParallel:
     """How a family splits over ``tp`` ranks: ``divides`` names what tp must divide and gives
     its sizes in a preset (e.g. attention heads and KV heads); ``plan`` maps module name
     patterns inside a block to ``"colwise"`` / ``"rowwise"`` (torch's ``parallelize_module``
-    styles), or is None with ``reason`` saying why the family has no plan yet."""
+    styles), or ``apply`` shards a block itself (``reason`` then says why a plan of stock
+    styles does not do)."""
 
     divides: Callable[[ModelInfo], dict[str, int]]
     plan: Mapping[str, str] | None = None
     reason: str = ""
+    #: modules inside a block whose input is made replicated across tp ranks once (so the
+    #: backward all-reduce of its gradient is one call, not one per column-wise projection)
+    inputs: tuple[str, ...] = ()
+    #: for a family whose split is not a plan of projections: ``apply(block, tp_mesh, ops)``
+    #: shards one block in place; ``ops`` are the recorded copy/reduce collectives (`TpOps`)
+    apply: Callable[..., None] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +94,10 @@ class ModelFamily:
     flops_per_token: Callable[[ModelInfo, int], float]
     blocks: Callable[[torch.nn.Module], list[torch.nn.Module]]
     tensor_parallel: TensorParallel
+    #: ``pipeline_stage(model, lo, hi)``: blocks ``[lo, hi)`` as one stage module taking
+    #: ``(token ids or hidden, position_ids)``; the last returns logits, others
+    #: ``(hidden, position_ids)``
+    pipeline_stage: Callable[[torch.nn.Module, int, int], torch.nn.Module] | None = None
     kernel_choices: tuple[str, ...] = ()
     resolve_kernel: Callable[[str, str], str] = lambda setting, device: "none"
     fixed_kernels: Mapping[str, str] = field(default_factory=dict)

@@ -43,16 +43,26 @@ class WindowTally:
     n_microbatches: int = 0
 
     def add(
-        self, step_s: float, times: StepTimes, loss_sum: float, batch: StepBatch, flops: float
+        self,
+        step_s: float,
+        times: StepTimes,
+        loss_sum: float,
+        batch: StepBatch,
+        flops: float,
+        *,
+        counted: bool = True,
     ) -> None:
+        """Add one step; ``counted`` False keeps its tokens, FLOPs and loss out of the sums
+        (another rank counts the same tokens: `Strategy.counts_tokens`)."""
         self.step_times_s.append(step_s)
         self.compute_s += times.compute_s
         self.comm_s += times.comm_s
         self.wait_s += times.wait_s
-        self.loss_sum += loss_sum
-        self.tokens += batch.n_tokens
-        self.flops += flops
         self.n_microbatches += len(batch.microbatches)
+        if counted:
+            self.loss_sum += loss_sum
+            self.tokens += batch.n_tokens
+            self.flops += flops
 
     @property
     def mean_loss(self) -> float:

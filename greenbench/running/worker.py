@@ -155,7 +155,14 @@ def train_and_measure(
                 strategy.on_microbatch = None
                 if s["debug.slowdown_s"]:
                     times.compute_s += burn(s["debug.slowdown_s"], ctx.device)
-                tally.add(time.perf_counter() - t0, times, loss, batch, batch_flops(info, batch))
+                tally.add(
+                    time.perf_counter() - t0,
+                    times,
+                    loss,
+                    batch,
+                    batch_flops(info, batch),
+                    counted=strategy.counts_tokens,
+                )
             synchronize(ctx.device)
             seconds = time.perf_counter() - window_start
             window = meter.end()

@@ -5,9 +5,10 @@ from __future__ import annotations
 from greenbench.strategies.base import DataParallel, DistContext, StepTimes, Strategy
 from greenbench.strategies.ddp import DDP
 from greenbench.strategies.fsdp import FSDP
+from greenbench.strategies.hybrid import Hybrid
 from greenbench.strategies.odc import ODC
 from greenbench.strategies.single import Single
 
-STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (Single, DDP, FSDP, ODC)}
+STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (Single, DDP, FSDP, ODC, Hybrid)}
 
 __all__ = ["STRATEGIES", "DataParallel", "DistContext", "StepTimes", "Strategy"]

@@ -110,6 +110,10 @@ class Strategy(ABC):
         """Raise SpecError for settings this strategy cannot run with (none by default)."""
         return None
 
+    def configure(self, settings: Mapping[str, Any]) -> None:
+        """Take the run's settings before `apply` (strategies that need more than the layout)."""
+        return None
+
     @abstractmethod
     def apply(self, builder: ModelBuilder) -> torch.nn.Module:
         """Build the model on this rank's device and prepare it for the layout."""
@@ -162,8 +166,21 @@ class Strategy(ABC):
         mark = self.comm.mark()
         start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
+        loss_sum = self.forward_backward(model, batch)
+        optimizer.step()
+        synchronize(device)
+        total = time.perf_counter() - start
+        calls = [c for c in self.comm.since(mark) if c.events is None]
+        times.wait_s = math.fsum(c.seconds for c in calls if c.waits)
+        times.comm_s = math.fsum(c.seconds for c in calls if not c.waits)
+        times.compute_s = total - times.wait_s - times.comm_s
+        return float(loss_sum), times
+
+    def forward_backward(self, model: torch.nn.Module, batch: StepBatch) -> torch.Tensor:
+        """Forward and backward of this rank's microbatches, gradients accumulated; returns the
+        summed (unscaled) loss."""
         scale = self.loss_scale(batch.global_tokens)
-        loss_sum = torch.zeros((), device=device)
+        loss_sum = torch.zeros((), device=self.ctx.device)
         count = len(batch.microbatches)
         self.start_minibatch()
         for i, mb in enumerate(batch.microbatches):
@@ -176,14 +193,14 @@ class Strategy(ABC):
                 (loss * scale).backward()
             loss_sum += loss.detach()
         self.finish_minibatch()
-        optimizer.step()
-        synchronize(device)
-        total = time.perf_counter() - start
-        calls = [c for c in self.comm.since(mark) if c.events is None]
-        times.wait_s = math.fsum(c.seconds for c in calls if c.waits)
-        times.comm_s = math.fsum(c.seconds for c in calls if not c.waits)
-        times.compute_s = total - times.wait_s - times.comm_s
-        return float(loss_sum), times
+        return loss_sum
+
+    @property
+    def counts_tokens(self) -> bool:
+        """Whether this rank's tokens, FLOPs and loss count in the run's totals: False on ranks
+        that train the same tokens as another (tensor, pipeline and context parallel ranks of
+        one data-parallel part), so that each token is counted once."""
+        return True
 
     def microbatch_loss(self, model: torch.nn.Module, mb: Microbatch) -> torch.Tensor:
         """Sum of next-token cross-entropies over the real tokens of one microbatch."""
@@ -191,12 +208,7 @@ class Strategy(ABC):
         input_ids = mb.input_ids.to(device, non_blocking=True)
         labels = mb.labels.to(device, non_blocking=True)
         position_ids = mb.position_ids.to(device, non_blocking=True)
-        autocast = (
-            torch.autocast(device.type, dtype=self.ctx.dtype)
-            if self.ctx.dtype != torch.float32
-            else contextlib.nullcontext()
-        )
-        with autocast:
+        with self.autocast():
             logits = forward_logits(model, input_ids, position_ids)
         return F.cross_entropy(
             logits[:, :-1].flatten(0, 1).float(),
@@ -204,6 +216,12 @@ class Strategy(ABC):
             ignore_index=-100,
             reduction="sum",
         )
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Autocast to the run's precision (nothing in float32)."""
+        if self.ctx.dtype == torch.float32:
+            return contextlib.nullcontext()
+        return torch.autocast(self.ctx.device.type, dtype=self.ctx.dtype)
 
     def barrier(self) -> float:
         """Meet the other ranks (recorded as waiting on the world group); return the seconds."""

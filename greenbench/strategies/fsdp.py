@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 
 from greenbench.comm import CommRecorder, tensor_bytes
@@ -41,22 +41,51 @@ except ImportError:  # pragma: no cover - another torch layout: leave collective
 DIM = "dp_shard"
 
 
-def _recorded(base: type, comm: CommRecorder, op: str, sized: str) -> object:
-    """An instance of FSDP2 collective class ``base`` that records every call; ``sized`` names
-    the argument whose bytes the call moves (the gathered output, the reduced input)."""
+def _recorded(base: type, comm: CommRecorder, op: str, sized: str, dim: str = DIM) -> object:
+    """An instance of FSDP2 collective class ``base`` that records every call on mesh dimension
+    ``dim``; ``sized`` names the argument whose bytes the call moves (the gathered output, the
+    reduced input)."""
 
     class Recorded(base):  # type: ignore[misc,valid-type]
         def __call__(
             self, output_tensor: torch.Tensor, input_tensor: torch.Tensor, *args: Any, **kwargs: Any
         ) -> Any:  # type: ignore[override]
             moved = output_tensor if sized == "output" else input_tensor
-            with comm.span(DIM, op, tensor_bytes(moved)) as call:
+            with comm.span(dim, op, tensor_bytes(moved)) as call:
                 work = super().__call__(output_tensor, input_tensor, *args, **kwargs)
             if work is not None and comm.uses_events:
                 comm.finish_async(call, work)
             return work
 
     return Recorded()
+
+
+def shard_model(
+    model: torch.nn.Module,
+    blocks: list[torch.nn.Module],
+    mesh: DeviceMesh,
+    comm: CommRecorder,
+    dim: str,
+) -> None:
+    """``fully_shard`` each block, then the root, over the 1-D ``mesh`` (recorded as ``dim``):
+    every all-gather and reduce-scatter recorded, gradients summed (see the module doc)."""
+    for block in blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    recorded = DefaultAllGather is not None
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            if recorded:
+                module.set_custom_all_gather(
+                    _recorded(DefaultAllGather, comm, "all_gather", "output", dim)
+                )
+                module.set_custom_reduce_scatter(
+                    _recorded(DefaultReduceScatter, comm, "reduce_scatter", "input", dim)
+                )
+            # plain SUM collectives (gloo has no PREMUL_SUM/AVG) and no division: the
+            # loss scale already divides by the minibatch's global token count
+            module.set_force_sum_reduction_for_comms(True)
+            module.set_gradient_divide_factor(1.0)
 
 
 class FSDP(DataParallel):
@@ -72,23 +101,7 @@ class FSDP(DataParallel):
                 self.ctx.device.type, (self.ctx.world_size,), mesh_dim_names=(DIM,)
             )
         shard_mesh = mesh[DIM] if mesh.ndim > 1 else mesh
-        for block in builder.blocks(model):
-            fully_shard(block, mesh=shard_mesh)
-        fully_shard(model, mesh=shard_mesh)
-        recorded = DefaultAllGather is not None
-        for module in model.modules():
-            if isinstance(module, FSDPModule):
-                if recorded:
-                    module.set_custom_all_gather(
-                        _recorded(DefaultAllGather, self.comm, "all_gather", "output")
-                    )
-                    module.set_custom_reduce_scatter(
-                        _recorded(DefaultReduceScatter, self.comm, "reduce_scatter", "input")
-                    )
-                # plain SUM collectives (gloo has no PREMUL_SUM/AVG) and no division: the
-                # loss scale already divides by the minibatch's global token count
-                module.set_force_sum_reduction_for_comms(True)
-                module.set_gradient_divide_factor(1.0)
+        shard_model(model, builder.blocks(model), shard_mesh, self.comm, DIM)
         return model
 
     def wait_point(self, index: int, count: int) -> bool:

@@ -15,7 +15,7 @@ from greenbench.models.mamba.model import (
     make_config,
     use_fast_scan,
 )
-from greenbench.models.mamba.parallel import TENSOR_PARALLEL, blocks
+from greenbench.models.mamba.parallel import TENSOR_PARALLEL, blocks, pipeline_stage
 
 FAMILY = ModelFamily(
     name="mamba",
@@ -25,6 +25,7 @@ FAMILY = ModelFamily(
     flops_per_token=mamba_flops_per_token,
     blocks=blocks,
     tensor_parallel=TENSOR_PARALLEL,
+    pipeline_stage=pipeline_stage,
     kernel_choices=CHOICES,
     resolve_kernel=resolve_scan,
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from greenbench.models.family import ModelFamily
 from greenbench.models.transformer.flops import transformer_flops_per_token
 from greenbench.models.transformer.model import PRESETS, build, info, make_config
-from greenbench.models.transformer.parallel import TENSOR_PARALLEL, blocks
+from greenbench.models.transformer.parallel import TENSOR_PARALLEL, blocks, pipeline_stage
 
 FAMILY = ModelFamily(
     name="transformer",
@@ -15,6 +15,7 @@ FAMILY = ModelFamily(
     flops_per_token=transformer_flops_per_token,
     blocks=blocks,
     tensor_parallel=TENSOR_PARALLEL,
+    pipeline_stage=pipeline_stage,
     fixed_kernels={"attention": "sdpa"},
 )
 

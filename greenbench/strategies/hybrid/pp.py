@@ -1,0 +1,148 @@
+"""Pipeline parallelism for the hybrid layouts: torch's ``pipelining`` stages and schedules.
+
+A rank's stage is a run of the family's blocks (`ModelFamily.pipeline_stage`), cut evenly
+(`stage_bounds`: earlier stages take the remainder, since the last also holds the final norm and
+the LM head). The schedule is `ScheduleGPipe` (all forwards, then all backwards) or
+`Schedule1F1B` (one forward, one backward in steady state: at most ``stages`` microbatches'
+activations in flight), chosen by ``train.pp_schedule``; a minibatch's microbatches go through
+it as one call, with gradients summed over microbatches (no scaling by their count: the loss is
+already divided by the minibatch's token count).
+
+Every microbatch has the same shape, (micro_batch rows, seq_len tokens): the schedule sizes its
+receive buffers from the first one. Shorter microbatches are padded (label −100, so padding
+adds compute but no loss), and a dp rank's microbatch count is fixed by the spec.
+
+Communication records: the stages' sends and receives are timed where the schedule waits on
+them. torch's schedules issue them through one module-level function (``_batch_p2p``), wrapped
+here while a step runs; the wrapper adds nothing else. A receive's time is recorded as waiting
+(``waits``): on one host the transfer itself is a small part of it, the rest is the pipeline
+bubble, the time a stage has nothing to do until its neighbour's activations or gradients
+arrive. Sends are recorded as transfer. All on the mesh dimension ``pp``. If a torch release
+moves that function, runs go on without pipeline records (a warning says so).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch.distributed.pipelining import schedules as _schedules
+
+from greenbench.comm import CommRecorder, tensor_bytes
+
+log = logging.getLogger(__name__)
+
+DIM = "pp"
+SCHEDULES = {"gpipe": _schedules.ScheduleGPipe, "1f1b": _schedules.Schedule1F1B}
+
+
+def stage_bounds(n_layers: int, stages: int, stage: int) -> tuple[int, int]:
+    """Blocks ``[lo, hi)`` of stage ``stage`` of ``stages`` over ``n_layers`` blocks."""
+    base, extra = divmod(n_layers, stages)
+    lo = stage * base + min(stage, extra)
+    return lo, lo + base + (1 if stage < extra else 0)
+
+
+class _TimedWork:
+    """The works of one batch of sends/receives; waiting on it is one recorded call."""
+
+    def __init__(self, works: list[Any], comm: CommRecorder, op: str, nbytes: int) -> None:
+        self.works, self.comm, self.op, self.nbytes = works, comm, op, nbytes
+
+    def wait(self, *args: Any) -> bool:
+        with self.comm.span(DIM, self.op, self.nbytes, waits=self.op == "recv"):
+            for work in self.works:
+                work.wait()
+        return True
+
+
+_recording: list[CommRecorder] = []
+_original_batch_p2p = getattr(_schedules, "_batch_p2p", None)
+
+
+def _recorded_batch_p2p(p2p_ops: list[Any], desc: str | None = None) -> list[Any]:
+    works = _original_batch_p2p(p2p_ops, desc)  # type: ignore[misc]
+    if not _recording or not works:
+        return works
+    receives = any(op.op is dist.irecv for op in p2p_ops)
+    nbytes = sum(tensor_bytes(op.tensor) for op in p2p_ops)
+    return [_TimedWork(list(works), _recording[-1], "recv" if receives else "send", nbytes)]
+
+
+if _original_batch_p2p is not None:
+    _schedules._batch_p2p = _recorded_batch_p2p
+
+
+@contextlib.contextmanager
+def recorded(comm: CommRecorder) -> Iterator[None]:
+    """Record the schedule's point-to-point calls into ``comm`` while the block runs."""
+    if _original_batch_p2p is None:
+        log.warning("this torch's pipelining has no _batch_p2p: pipeline calls go unrecorded")
+    _recording.append(comm)
+    try:
+        yield
+    finally:
+        _recording.pop()
+
+
+class Pipeline:
+    """This rank's stage and the schedule that runs a minibatch through every stage."""
+
+    def __init__(
+        self,
+        stage_module: torch.nn.Module,
+        *,
+        stage: int,
+        stages: int,
+        device: torch.device,
+        group: Any,
+        n_microbatches: int,
+        schedule: str,
+        comm: CommRecorder,
+    ) -> None:
+        from torch.distributed.pipelining import PipelineStage
+
+        self.stage, self.stages = stage, stages
+        self.comm = comm
+        self.scale = 1.0
+        self.pipe_stage = PipelineStage(stage_module, stage, stages, device, group=group)
+        self.schedule = SCHEDULES[schedule](
+            self.pipe_stage, n_microbatches, loss_fn=self._loss, scale_grads=False
+        )
+
+    @property
+    def first(self) -> bool:
+        return self.stage == 0
+
+    @property
+    def last(self) -> bool:
+        return self.stage == self.stages - 1
+
+    def _loss(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        summed = torch.nn.functional.cross_entropy(
+            logits.flatten(0, 1).float(), target.flatten(), ignore_index=-100, reduction="sum"
+        )
+        return summed * self.scale
+
+    def run(
+        self,
+        input_ids: torch.Tensor,
+        position_ids: torch.Tensor,
+        labels: torch.Tensor,
+        scale: float,
+    ) -> torch.Tensor:
+        """Forward and backward of a minibatch stacked along dim 0 (microbatches of equal
+        shape); returns the summed, unscaled loss on the last stage, 0 elsewhere."""
+        self.scale = scale
+        losses: list[torch.Tensor] = []
+        args = (input_ids, position_ids) if self.first else ()
+        kwargs: dict[str, Any] = {"target": labels, "losses": losses} if self.last else {}
+        with recorded(self.comm):
+            self.schedule.step(*args, **kwargs)
+        if not self.last:
+            return torch.zeros((), device=input_ids.device)
+        return torch.stack([loss.detach() for loss in losses]).sum() / scale

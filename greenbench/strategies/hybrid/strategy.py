@@ -1,0 +1,218 @@
+"""The hybrid strategy: data, tensor, pipeline and context parallelism composed over one mesh.
+
+`Hybrid.apply` is the one place a layout is applied, in torchtitan's order:
+
+1. **PP** — this rank keeps its pipeline stage, a run of the family's blocks
+   (`greenbench.strategies.hybrid.pp`, torch's ``pipelining`` schedules);
+2. **TP** — the stage's blocks are split over ``tp`` (`greenbench.strategies.hybrid.tp`);
+3. **CP** — the sequence is split over ``cp``: ring attention for the Transformer, the scan's
+   state passed between chunks for Mamba (`greenbench.strategies.hybrid.cp`);
+4. activation checkpointing and compile: not applied (the layouts are compared as they are);
+5. **FSDP** — FSDP2 over the data-parallel shards and the context-parallel ranks together
+   (``dp_shard × cp`` flattened, as torchtitan does: context-parallel ranks hold the same
+   parameters and each computes part of their gradient, so they reduce with the data-parallel
+   ranks).
+
+Data: every rank of one data-parallel index trains the same part of the minibatch
+(`DataParallel.batch`); only the rank at the origin of the tp, pp and cp dimensions counts its
+tokens, FLOPs and loss, so each token counts once. Labels are shifted over the whole row before
+the sequence is split (a chunk's last position predicts the next chunk's first token), so every
+path computes cross-entropy without a further shift.
+
+Replicated data parallelism (``dp_replicate``, i.e. HSDP beside sharding) is not applied here:
+FSDP2's replicate all-reduce has no hook through which it could be recorded. Pure replication
+is the ``ddp`` strategy.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from greenbench.comm import tensor_bytes
+from greenbench.errors import SpecError
+from greenbench.strategies.base import DataParallel, forward_logits
+from greenbench.strategies.fsdp import shard_model
+from greenbench.strategies.hybrid.pp import Pipeline, stage_bounds
+from greenbench.strategies.hybrid.tp import apply_tensor_parallel
+from greenbench.vocabulary import DEGREES, Layout
+
+if TYPE_CHECKING:
+    from greenbench.data import Microbatch, StepBatch
+    from greenbench.models import ModelBuilder
+
+IGNORE = -100
+
+
+class Hybrid(DataParallel):
+    name = "hybrid"
+    applies = frozenset(DEGREES)
+    fills = "dp_shard"
+    pipeline: Pipeline | None = None
+    pp_schedule = "1f1b"
+    seq_len = micro_batch = global_batch = 0
+
+    @classmethod
+    def validate(cls, settings: Mapping[str, Any], layout: Layout) -> None:
+        super().validate(settings, layout)
+        if layout.dp_replicate > 1:
+            raise SpecError(
+                f"strategy=hybrid does not replicate (layout.dp_replicate={layout.dp_replicate}):"
+                " shard instead (layout.dp_shard), or replicate alone with strategy=ddp"
+            )
+        if settings["model.family"] == "mamba" and layout.tp > 1 and layout.cp > 1:
+            raise SpecError(
+                "strategy=hybrid cannot combine layout.tp and layout.cp for mamba "
+                "(both replace the mixer's forward); use one of them"
+            )
+        if layout.pp > 1:
+            per_rank = settings["data.global_batch"] // layout.dp
+            if per_rank % settings["data.micro_batch"]:
+                raise SpecError(
+                    f"layout.pp={layout.pp} needs whole microbatches: the "
+                    f"{per_rank} sequences per data-parallel rank are not a multiple of "
+                    f"data.micro_batch={settings['data.micro_batch']}"
+                )
+            count = per_rank // settings["data.micro_batch"]
+            if count < layout.pp:
+                raise SpecError(
+                    f"layout.pp={layout.pp} needs at least {layout.pp} microbatches per "
+                    f"data-parallel rank, but data.global_batch / (dp × data.micro_batch) = "
+                    f"{count}"
+                )
+
+    def configure(self, settings: Mapping[str, Any]) -> None:
+        self.pp_schedule = settings["train.pp_schedule"]
+        self.seq_len = settings["data.seq_len"]
+        self.micro_batch = settings["data.micro_batch"]
+        self.global_batch = settings["data.global_batch"]
+
+    def coordinate(self, dim: str) -> int:
+        """This rank's index along mesh dimension ``dim`` (0 when the layout lacks it)."""
+        if self.mesh is None or dim not in (self.mesh.mesh_dim_names or ()):
+            return 0
+        return self.mesh.get_local_rank(dim)
+
+    @property
+    def counts_tokens(self) -> bool:
+        return all(self.coordinate(d) == 0 for d in ("tp", "pp", "cp"))
+
+    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
+        layout, mesh, family = self.layout, self.mesh, builder.family
+        model = builder.build(self.ctx.device)
+        module, blocks = model, builder.blocks(model)
+        if layout.pp > 1:
+            if family.pipeline_stage is None:
+                raise SpecError(f"{family.name} has no pipeline stages")
+            lo, hi = stage_bounds(len(blocks), layout.pp, self.coordinate("pp"))
+            module = family.pipeline_stage(model, lo, hi)
+            blocks = blocks[lo:hi]
+        if layout.tp > 1:
+            apply_tensor_parallel(family, blocks, mesh["tp"], self.comm)
+        if layout.cp > 1:
+            from greenbench.strategies.hybrid.cp import enable_context_parallel
+
+            enable_context_parallel(family.name, module, mesh["cp"].get_group(), self.comm)
+        shard_dims = tuple(d for d in ("dp_shard", "cp") if getattr(layout, d) > 1)
+        if shard_dims:
+            if len(shard_dims) == 1:
+                shard_mesh, dim = mesh[shard_dims[0]], shard_dims[0]
+            else:
+                dim = "_".join(shard_dims)
+                shard_mesh = mesh[shard_dims]._flatten(dim)
+            shard_model(module, blocks, shard_mesh, self.comm, dim)
+        if layout.pp > 1:
+            self.pipeline = Pipeline(
+                module,
+                stage=self.coordinate("pp"),
+                stages=layout.pp,
+                device=self.ctx.device,
+                group=mesh.get_group("pp"),
+                n_microbatches=self.microbatch_count(),
+                schedule=self.pp_schedule,
+                comm=self.comm,
+            )
+        return module
+
+    def microbatch_count(self) -> int:
+        """Microbatches per data-parallel rank and step (what the pipeline is built for)."""
+        return self.global_batch // self.layout.dp // self.micro_batch
+
+    def wait_point(self, index: int, count: int) -> bool:
+        # data-parallel ranks meet at every microbatch (FSDP's all-gathers), as fsdp measures
+        return self.layout.dp_shard > 1
+
+    def loss_scale(self, global_tokens: int) -> float:
+        return 1.0 / global_tokens  # every reduction sums
+
+    # -- the data a rank computes on ---------------------------------------------------------
+
+    def prepare(
+        self, mb: Microbatch, pad_to: tuple[int, int] | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(input ids, position ids, shifted labels) of this rank's part of ``mb``: labels
+        shifted over whole rows, rows padded to ``pad_to`` (rows, tokens) or to a multiple of
+        cp tokens, then this rank's slice of the sequence."""
+        ids, pos = mb.input_ids, mb.position_ids
+        labels = F.pad(mb.labels[:, 1:], (0, 1), value=IGNORE)
+        rows, tokens = ids.shape
+        cp = self.layout.cp
+        want_rows, want_tokens = pad_to or (rows, -(-tokens // cp) * cp)
+        if (want_rows, want_tokens) != (rows, tokens):
+            grow = (0, want_tokens - tokens, 0, want_rows - rows)
+            ids, pos = F.pad(ids, grow, value=0), F.pad(pos, grow, value=0)
+            labels = F.pad(labels, grow, value=IGNORE)
+        if cp > 1:
+            at, size = self.coordinate("cp"), want_tokens // cp
+            part = slice(at * size, (at + 1) * size)
+            ids, pos, labels = ids[:, part], pos[:, part], labels[:, part]
+        device = self.ctx.device
+        return ids.to(device), pos.to(device), labels.to(device)
+
+    def microbatch_loss(self, model: torch.nn.Module, mb: Microbatch) -> torch.Tensor:
+        ids, pos, labels = self.prepare(mb)
+        with self.autocast():
+            logits = forward_logits(model, ids, pos)
+        return F.cross_entropy(
+            logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE, reduction="sum"
+        )
+
+    def forward_backward(self, model: torch.nn.Module, batch: StepBatch) -> torch.Tensor:
+        if self.pipeline is None:
+            loss = super().forward_backward(model, batch)
+        else:
+            loss = self.pipelined(batch)
+        return self.whole_loss(loss)
+
+    def pipelined(self, batch: StepBatch) -> torch.Tensor:
+        """The minibatch through the pipeline: microbatches padded to one shape, stacked."""
+        count = self.pipeline.schedule._n_microbatches  # type: ignore[union-attr]
+        if len(batch.microbatches) > count:
+            raise RuntimeError(
+                f"{len(batch.microbatches)} microbatches for a pipeline built for {count}"
+            )
+        shape = (self.micro_batch, self.seq_len)
+        parts = [self.prepare(mb, shape) for mb in batch.microbatches]
+        while len(parts) < count:  # an all-padding microbatch: no tokens, no loss
+            ids, pos, labels = parts[0]
+            parts.append((ids.clone(), pos.clone(), torch.full_like(labels, IGNORE)))
+        ids, pos, labels = (torch.cat(column) for column in zip(*parts, strict=True))
+        with self.autocast():
+            return self.pipeline.run(  # type: ignore[union-attr]
+                ids, pos, labels, self.loss_scale(batch.global_tokens)
+            )
+
+    def whole_loss(self, loss: torch.Tensor) -> torch.Tensor:
+        """The data-parallel part's loss on every rank: summed over the sequence's chunks
+        (cp) and taken from the last pipeline stage (pp)."""
+        for dim in ("cp", "pp"):
+            if getattr(self.layout, dim) > 1:
+                total = loss.detach().clone().reshape(1)
+                with self.comm.span(dim, "all_reduce", tensor_bytes(total)):
+                    dist.all_reduce(total, group=self.mesh.get_group(dim))  # type: ignore[union-attr]
+                loss = total[0]
+        return loss
