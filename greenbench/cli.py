@@ -320,8 +320,15 @@ def report(out: Path, force: bool, title: str, ref: str | None, db: Path | None)
 @main.command()
 @click.option("--model-family", "family", required=True, help="transformer or mamba")
 @click.option("--size", required=True, help="model preset, e.g. 7b")
-@click.option("--devices", required=True, help="number of devices (GPUs) to plan for")
-@click.option("--device-type", required=True, help="h100, a100, h200, b200, … (the GPU table)")
+@click.option(
+    "--devices", required=True, help="number of devices to plan for (GPUs, or ranks of the host)"
+)
+@click.option(
+    "--device-type",
+    required=True,
+    help="h100, a100, h200, b200, … (the GPU table), or host: this host's CPU as its runs "
+    "stored in --db show it",
+)
 @click.option("--seq-len", default="4096", show_default=True, help="tokens per sequence")
 @click.option(
     "--global-batch", default="512", show_default=True, help="sequences per optimizer step"

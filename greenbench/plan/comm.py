@@ -55,22 +55,23 @@ def coefficients(op: str, p: int) -> tuple[float, float]:
     raise ValueError(f"no α–β formula for op {op!r}; known: {', '.join(OPS)}")
 
 
-def seconds(op: str, n_bytes: float, p: int, link: Link) -> float:
-    """Time of one ``op`` moving a buffer of ``n_bytes`` among ``p`` ranks over ``link``."""
+def seconds(op: str, n_bytes: float, p: int, link: Link, calls: int = 1) -> float:
+    """Time of ``calls`` calls of ``op`` moving buffers of ``n_bytes`` in all among ``p`` ranks
+    over ``link`` (each call pays the latency; the bytes are paid once)."""
     a, b = coefficients(op, p)
-    return a * link.alpha_s + b * n_bytes * link.beta_s_per_byte
+    return calls * a * link.alpha_s + b * n_bytes * link.beta_s_per_byte
 
 
 def point_to_point(n_bytes: float, link: Link) -> float:
     return seconds("send", n_bytes, 2, link)
 
 
-def all_gather(n_bytes: float, p: int, link: Link) -> float:
-    return seconds("all_gather", n_bytes, p, link)
+def all_gather(n_bytes: float, p: int, link: Link, calls: int = 1) -> float:
+    return seconds("all_gather", n_bytes, p, link, calls)
 
 
-def reduce_scatter(n_bytes: float, p: int, link: Link) -> float:
-    return seconds("reduce_scatter", n_bytes, p, link)
+def reduce_scatter(n_bytes: float, p: int, link: Link, calls: int = 1) -> float:
+    return seconds("reduce_scatter", n_bytes, p, link, calls)
 
 
 def all_reduce(n_bytes: float, p: int, link: Link) -> float:

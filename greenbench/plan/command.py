@@ -18,7 +18,8 @@ from pathlib import Path
 
 from greenbench.errors import SpecError
 from greenbench.plan.cost import Batch
-from greenbench.plan.device import device_model
+from greenbench.plan.device import DeviceModel, device_model
+from greenbench.plan.host import HOST, host_device, host_facts
 from greenbench.plan.search import plan
 from greenbench.plan.shapes import model_shape
 
@@ -45,6 +46,30 @@ def watts(text: str | float | None) -> float | None:
     if not value > 0 or value == float("inf"):
         raise SpecError(f"--power-limit-w must be a positive number of watts, got {text!r}")
     return value
+
+
+def host_model(
+    db: Path | None,
+    ranks: int,
+    precision: str,
+    *,
+    calibrate: bool = False,
+    power_limit_w: float | None = None,
+    host: str | None = None,
+) -> DeviceModel:
+    """One of ``ranks`` ranks of this host's CPU as the planner's device, from the runs stored
+    in ``db`` (`greenbench.plan.host`), calibrated from them when asked."""
+    from greenbench.plan.calibrate import calibrate as fit
+    from greenbench.plan.calibrate import stored_runs
+
+    if db is None:
+        raise SpecError(f"--device-type {HOST} is this host's CPU as its stored runs show it: "
+                        "pass --db PATH")  # fmt: skip
+    if precision not in ("bf16", "fp32"):
+        raise SpecError(f"--precision must be bf16 or fp32, got {precision!r}")
+    facts = host_facts(stored_runs(db, HOST, host))
+    calibration = fit(db, HOST, host) if calibrate else None
+    return host_device(facts, ranks, calibration=calibration, power_limit_w=power_limit_w)
 
 
 def plan_command(
@@ -75,15 +100,18 @@ def plan_command(
     )
     rows = whole("--top", top, least=0)
     limit = watts(power_limit_w)
-    device_model(device_type, precision, power_limit_w=limit)  # bad input fails before any read
-    calibration = None
-    if calibrate:
-        from greenbench.plan.calibrate import calibrate as fit
+    if device_type == HOST:
+        device = host_model(db, n_devices, precision, calibrate=calibrate, power_limit_w=limit)
+    else:
+        device_model(device_type, precision, power_limit_w=limit)  # fails before any read
+        calibration = None
+        if calibrate:
+            from greenbench.plan.calibrate import calibrate as fit
 
-        if db is None:
-            raise SpecError("--calibrate reads stored runs: pass --db PATH")
-        calibration = fit(db, device_type)
-    device = device_model(device_type, precision, power_limit_w=limit, calibration=calibration)
+            if db is None:
+                raise SpecError("--calibrate reads stored runs: pass --db PATH")
+            calibration = fit(db, device_type)
+        device = device_model(device_type, precision, power_limit_w=limit, calibration=calibration)
     result = plan(shape, n_devices, batch, device, rank_by=rank_by)
     found = None
     if db is not None:

@@ -5,26 +5,34 @@ Units: seconds (s), bytes (B), joules (J), tokens. Every figure here is a **pred
 One optimizer step moves ``global_batch × seq_len`` tokens. Each data-parallel rank
 (``dp = dp_replicate × dp_shard``) runs ``m = global_batch / (dp × micro_batch)`` microbatches.
 
-* compute: the analytic training FLOPs of the step (`greenbench.models.flops`' formulas) split
-  evenly over the devices, at the device's sustained FLOP/s, times the power limit's slowdown;
-  a pipeline whose stages hold unequal numbers of blocks runs at the pace of the largest.
+* compute: the analytic training FLOPs (`greenbench.models.flops`' formulas) of the tokens
+  one device trains, ``global_batch × seq_len / (dp × cp)``, at the device's sustained FLOP/s,
+  times the power limit's slowdown. A token's FLOPs are its blocks' (split by tp) and the LM
+  head's (``6 × (vocab × d + d)``, on the last stage and whole on every tp rank: the models'
+  tensor-parallel plans leave the head replicated); a pipeline runs at the pace of its busiest
+  stage, the first stages taking the extra blocks when ``pp`` does not divide the layers.
 * pipeline: the stages idle the bubble's share ``(p−1)/(m+p−1)``, so the compute stretches by
   ``(m+p−1)/m``.
 * communication, priced by the α–β model (`greenbench.plan.comm`) over the link each group uses:
   - tp: per block and microbatch, two all-reduces forward and two backward of the microbatch's
-    activations ``tokens/cp × d × bytes`` (Megatron-LM's tensor parallelism; with sequence
-    parallelism an all-gather and a reduce-scatter move the same bytes);
+    activations ``tokens/cp × d × bytes`` (Megatron-LM's tensor parallelism: the row-wise
+    outputs forward, the replicated inputs' gradients backward); Mamba's split all-reduces its
+    ``x_proj`` output (``dt_rank + 2·d_state`` wide) and its ``out_proj`` output forward, and
+    the same two sizes backward;
   - cp: per block and microbatch, the ring passes the K and V chunks ``cp−1`` times forward and
     K, V and their gradients twice that backward (ring attention); Mamba passes its scan state
     ``d_inner × d_state`` along the ranks forward and back;
   - pp: per microbatch, one activation forward and one gradient backward between stages,
-    ``tokens/cp × d × bytes / tp``;
+    ``tokens/cp × d × bytes`` (the residual stream is whole on every tp rank, each sends its own);
   - dp_shard (FSDP): per microbatch, the stage's parameters gathered twice (forward, backward)
-    in the activation dtype and the gradients reduce-scattered in fp32;
+    in the activation dtype and the gradients reduce-scattered in fp32, one call per FSDP unit
+    (each block, and the root);
   - dp_replicate: once per step, an all-reduce of the fp32 gradients each replica holds.
-  tp, cp and pp communication lies on the critical path. Data-parallel communication overlaps
-  compute (FSDP prefetches, DDP reduces in buckets during backward), so only what exceeds the
-  compute time is exposed.
+  tp, cp and pp communication lies on the critical path. Data-parallel communication of the
+  dimensions the device overlaps (`DeviceModel.overlapped`: on GPUs both, as FSDP prefetches on
+  its own stream and DDP reduces in buckets during backward; on a CPU host only DDP's, whose
+  gloo all-reduce runs on its own thread while backward computes, FSDP2's collectives blocking
+  the step) is exposed only where it exceeds the compute time; the others add to the step.
 * energy: each device draws busy power while computing and idle power while waiting (bubble and
   exposed communication), `greenbench.plan.power`.
 * memory: `greenbench.plan.memory`; a layout fits when its peak is at most 90 % of the device's
@@ -38,11 +46,12 @@ from dataclasses import dataclass
 
 from greenbench.plan import comm
 from greenbench.plan.device import DeviceModel
-from greenbench.plan.memory import Memory, per_device
+from greenbench.plan.memory import Memory, per_device, stage_params
 from greenbench.plan.shapes import ModelShape
 from greenbench.vocabulary import MESH_ORDER, Layout
 
 GRAD_BYTES = 4  # gradients are reduced in fp32 (the parameters are fp32)
+HEAD_FLOPS_PER_PARAM = 6  # forward 2 + backward 4 FLOPs per parameter and token
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,17 +113,44 @@ def link_of(layout: Layout, dim: str, device: DeviceModel) -> comm.Link:
     return device.network
 
 
+def block_flops_per_token(shape: ModelShape, seq_len: int) -> float:
+    """Training FLOPs of one block per token at ``seq_len`` (all of a token's but the head's)."""
+    return (shape.flops_per_token(seq_len) - HEAD_FLOPS_PER_PARAM * shape.head_params) / (
+        shape.n_layers
+    )
+
+
+def stage_blocks(n_layers: int, pp: int) -> list[int]:
+    """Blocks per pipeline stage: as even as it goes, the first stages taking the extra ones."""
+    return [n_layers // pp + (1 if i < n_layers % pp else 0) for i in range(pp)]
+
+
+def device_flops_per_token(shape: ModelShape, layout: Layout, seq_len: int) -> float:
+    """FLOPs per token one tp rank of the busiest pipeline stage computes (module docstring)."""
+    block = block_flops_per_token(shape, seq_len) / layout.tp
+    head = HEAD_FLOPS_PER_PARAM * shape.head_params
+    stages = stage_blocks(shape.n_layers, layout.pp)
+    return max(n * block + (head if i == len(stages) - 1 else 0.0) for i, n in enumerate(stages))
+
+
 def communication(
     shape: ModelShape, layout: Layout, batch: Batch, device: DeviceModel, m: int
 ) -> tuple[float, float]:
-    """(critical-path seconds of tp, cp and pp; seconds of data-parallel collectives) per step
-    on one device (module docstring)."""
+    """(seconds on the critical path, seconds of collectives that overlap compute) per step on
+    one device (module docstring)."""
     blocks = math.ceil(shape.n_layers / layout.pp)
     tokens = batch.micro_batch * batch.seq_len / layout.cp
     act = tokens * shape.d_model * batch.activation_bytes
     critical = 0.0
     if layout.tp > 1:
-        per_block = 4 * comm.all_reduce(act, layout.tp, link_of(layout, "tp", device))
+        link = link_of(layout, "tp", device)
+        if shape.family == "mamba":
+            narrow = tokens * (shape.dt_rank + 2 * (shape.d_state or 0)) * batch.activation_bytes
+            per_block = 2 * comm.all_reduce(act, layout.tp, link) + 2 * comm.all_reduce(
+                narrow, layout.tp, link
+            )
+        else:
+            per_block = 4 * comm.all_reduce(act, layout.tp, link)
         critical += m * blocks * per_block
     if layout.cp > 1:
         link = link_of(layout, "cp", device)
@@ -126,19 +162,28 @@ def communication(
             per_block = 3 * (layout.cp - 1) * comm.point_to_point(kv, link)
         critical += m * blocks * per_block
     if layout.pp > 1:
-        critical += 2 * m * comm.point_to_point(act / layout.tp, link_of(layout, "pp", device))
-    stage_params = shape.n_params / layout.pp / layout.tp
-    data = 0.0
+        critical += 2 * m * comm.point_to_point(act, link_of(layout, "pp", device))
+    params = max(stage_params(shape, layout, last=last) for last in (False, True))
+    overlapped = 0.0
     if layout.dp_shard > 1:
         link = link_of(layout, "dp_shard", device)
-        gather = comm.all_gather(stage_params * batch.activation_bytes, layout.dp_shard, link)
-        scatter = comm.reduce_scatter(stage_params * GRAD_BYTES, layout.dp_shard, link)
-        data += m * (2 * gather + scatter)
+        units = blocks + 1
+        gather = comm.all_gather(params * batch.activation_bytes, layout.dp_shard, link, units)
+        scatter = comm.reduce_scatter(params * GRAD_BYTES, layout.dp_shard, link, units)
+        seconds = m * (2 * gather + scatter)
+        if "dp_shard" in device.overlapped:
+            overlapped += seconds
+        else:
+            critical += seconds
     if layout.dp_replicate > 1:
-        grads = stage_params / layout.dp_shard * GRAD_BYTES
+        grads = params / layout.dp_shard * GRAD_BYTES
         link = link_of(layout, "dp_replicate", device)
-        data += comm.all_reduce(grads, layout.dp_replicate, link)
-    return critical, data
+        seconds = comm.all_reduce(grads, layout.dp_replicate, link)
+        if "dp_replicate" in device.overlapped:
+            overlapped += seconds
+        else:
+            critical += seconds
+    return critical, overlapped
 
 
 def predict(
@@ -148,12 +193,12 @@ def predict(
     m = batch.microbatches(layout)
     if m is None:
         return None
-    imbalance = math.ceil(shape.n_layers / layout.pp) * layout.pp / shape.n_layers
-    flops = shape.flops_per_token(batch.seq_len) * batch.tokens / layout.world
-    compute_s = flops / device.sustained_flops * device.power.slowdown * imbalance
+    tokens = batch.tokens / (layout.dp * layout.cp)
+    flops = tokens * device_flops_per_token(shape, layout, batch.seq_len)
+    compute_s = flops / device.sustained_flops * device.power.slowdown
     bubble_s = compute_s * (layout.pp - 1) / m  # = pipeline time × (p−1)/(m+p−1)
-    critical_s, data_s = communication(shape, layout, batch, device, m)
-    comm_s = critical_s + max(0.0, data_s - compute_s)
+    critical_s, overlapped_s = communication(shape, layout, batch, device, m)
+    comm_s = critical_s + max(0.0, overlapped_s - compute_s)
     step_s = compute_s + bubble_s + comm_s
     energy_j = layout.world * device.power.energy_j(compute_s, step_s - compute_s)
     memory = per_device(

@@ -27,7 +27,8 @@ USABLE_MEMORY_SHARE = 0.9  # CUDA context, NCCL buffers and allocator fragmentat
 @dataclass(frozen=True, slots=True)
 class Calibration:
     """Figures fitted from stored runs (None: not fitted); ``runs`` counts the runs behind each
-    fitted figure, by field name."""
+    fitted figure, by field name. FLOP/s and watts are per device: per GPU, and per core of a
+    CPU host (`greenbench.plan.host` gives each rank its share of cores)."""
 
     fast: Link | None = None
     network: Link | None = None
@@ -35,6 +36,9 @@ class Calibration:
     busy_w: float | None = None
     idle_w: float | None = None
     runs: dict[str, int] = field(default_factory=dict)
+    #: what a reader should know about a fitted figure, by field name (e.g. a link fitted by
+    #: bandwidth alone)
+    notes: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +56,9 @@ class DeviceModel:
     power: Power
     power_limit_w: float | None
     sources: dict[str, str]
+    #: data-parallel dimensions whose collectives overlap compute (`greenbench.plan.cost`):
+    #: both on a GPU; on a CPU host only DDP's (`greenbench.plan.host`)
+    overlapped: frozenset[str] = frozenset({"dp_shard", "dp_replicate"})
 
     @property
     def usable_memory_bytes(self) -> float:
@@ -123,6 +130,8 @@ def _calibrated(model: DeviceModel, c: Calibration) -> DeviceModel:
     def fitted(what: str, key: str) -> None:
         n = c.runs.get(key, 0)
         sources[what] = f"fitted from {n} stored run{'s' if n != 1 else ''} on this host"
+        if key in c.notes:
+            sources[what] += f"; {c.notes[key]}"
 
     changes: dict = {}
     if c.fast is not None:

@@ -9,25 +9,43 @@ bf16 runs autocast, so the state is fp32 either way):
 
 * model state: parameter, gradient and AdamW's two moments, 4 bytes each, 16 bytes per
   parameter of the device's pipeline stage, divided by the degrees that split it: ``dp_shard``
-  (FSDP shards the state) and ``tp`` (each rank holds a slice of every matrix). ``dp_replicate``
-  and ``cp`` split nothing of it. A pipeline stage holds ``ceil(layers / pp)`` blocks plus the
-  embedding (first stage) or the final norm and LM head (last stage); the larger stage counts.
+  (FSDP shards all of it) and ``tp`` (each rank holds a slice of every block matrix; the
+  blocks' RMSNorm weights, the embedding, the final norm and the LM head stay whole, as the
+  models' tensor-parallel plans leave them). ``dp_replicate`` and ``cp`` split nothing of it. A
+  pipeline stage holds ``ceil(layers / pp)`` blocks plus the embedding (first stage) or the
+  final norm and LM head (last stage); the larger stage counts.
 * gather buffers: with ``dp_shard > 1`` FSDP unshards one block for compute and prefetches the
-  next: two blocks' parameters in the activation dtype, divided by ``tp``.
-* activations: what backward keeps of one microbatch, per token and block, in the activation
-  dtype (2 bytes bf16, 4 fp32), without recompute. A Llama block keeps its two norm inputs and
-  outputs, Q, K, V, the attention output (flash attention keeps no S×S scores), and the SwiGLU
-  MLP's gate, up and their product: ``6·d + 2·d_kv + 3·d_ffn`` elements per token — 32·d bytes
-  in bf16 for the 7b preset, close to the ``34·d`` of Korthikanti et al. 2022 ("Reducing
-  Activation Recomputation in Large Transformer Models", a GPT block with a 4·d MLP). A Mamba
-  block keeps its norm input and output and six inner-width tensors (the two halves of
-  ``in_proj``, the conv output, Δ, the scan output, the gated output): ``2·d + 6·d_inner``, as a
-  fused scan that saves only its inputs needs; the per-step torch scan keeps far more. Tokens of
-  a microbatch are split by ``cp``; tensor parallelism with sequence parallelism (torchtitan's
-  plan) splits every activation by ``tp``. A 1F1B pipeline's first stage keeps ``min(m, pp)``
-  microbatches in flight.
-* logits: the loss upcasts the microbatch's logits to float32, ``tokens × vocab × 4`` bytes, on
-  the last stage (not split by tp: no vocabulary-parallel loss is assumed).
+  next: two blocks' parameters in the activation dtype, their tp slice.
+* activations: what autograd keeps saved for backward of one microbatch, per token and block,
+  in the activation dtype (2 bytes bf16, 4 fp32), without recompute — counted from the tensors
+  the project's models save (`greenbench.running.state_memory` counts the same on real runs).
+  A Llama block (transformers' `LlamaDecoderLayer`, SDPA) keeps, per RMSNorm, its input, the
+  inverse RMS, the normalised input and the output (``3·d + 1``, twice); Q and K after RoPE,
+  V, the attention output and the attention's log-sum-exp per head (``2·d + 2·d_kv + heads``,
+  flash-style attention keeps no S×S scores); and the SwiGLU MLP's gate, up, SiLU(gate) and
+  their product (``4·d_ffn``): ``8·d + 2·d_kv + 4·d_ffn + heads + 2`` elements — 41.5·d bytes
+  in bf16 for the 7b preset, against the ``34·d`` of Korthikanti et al. 2022 ("Reducing
+  Activation Recomputation in Large Transformer Models", a GPT block with a 4·d MLP and
+  LayerNorm, which keeps no normalised input or SiLU output). A Mamba block keeps its RMSNorm
+  (``3·d + 1``), nine inner-width tensors (the conv's input and output, SiLU(conv) as
+  ``x_proj``'s input, Δ before and after softplus, the scan output, the skip sum, the gate
+  and the gated output), ``x_proj``'s output (``dt_rank + 2·d_state``), the scan's B and C
+  (``2·d_state``) and the project's chunked scan's saved states (``d_state · d_inner`` every
+  `SCAN_CHUNK` tokens), plus ``A`` and ``−A`` once per block (``2·d_inner·d_state``).
+  Tokens of a microbatch are split by ``cp``. Tensor parallelism (Megatron's, without sequence
+  parallelism, as the project's plans apply it) splits what lies between a column-wise and a
+  row-wise projection (Q, K, V, attention, the MLP's inner tensors; Mamba's inner channels) by
+  ``tp``; the residual stream, the norms and ``x_proj``'s output stay whole on every rank. A
+  1F1B pipeline's first stage keeps ``min(m, pp)`` microbatches in flight.
+* logits and head: the loss's log-softmax keeps the microbatch's logits in float32,
+  ``tokens × vocab × 4`` bytes, on the last stage (not split by tp: no vocabulary-parallel loss),
+  beside the final RMSNorm's ``3·d + 1`` per token.
+
+`Memory.model_state_b` is the state, activations and logits without the gather buffers: what a
+rank holds as tensors of its own, the figure ``state_bytes`` measures. Under bf16 autocast the
+elements are priced at 2 bytes, although transformers' RMSNorm keeps its tensors in float32 and
+autocast saves a bf16 copy of every matmul's input and weight: a bf16 step holds more than this
+(the model has been checked against float32 runs only).
 
 The preflight's lower bound is model state over ``dp_shard × tp × pp`` plus logits plus one
 residual stream per layer (``tokens × d × bytes × layers``), the least any step keeps.
@@ -43,6 +61,7 @@ from greenbench.vocabulary import Layout
 
 ADAMW_BYTES_PER_PARAM = 16  # fp32 parameter + gradient + exp_avg + exp_avg_sq
 LOSS_BYTES = 4  # the loss upcasts logits to float32
+SCAN_CHUNK = 32  # greenbench.models.mamba.scan.DEFAULT_CHUNK_SIZE: steps between saved states
 
 
 def state_bytes(n_params: float, shards: int) -> float:
@@ -60,11 +79,49 @@ def residual_bytes(tokens: float, d_model: int, n_layers: int, activation_bytes:
     return tokens * d_model * activation_bytes * n_layers
 
 
-def block_activation_elements(shape: ModelShape) -> float:
-    """Elements one block keeps for backward, per token (module docstring)."""
+def _block_activation_terms(shape: ModelShape) -> tuple[float, float]:
+    """(elements per token every tp rank keeps whole, elements per token tp splits) of one
+    block (module docstring)."""
+    d = shape.d_model
     if shape.family == "mamba":
-        return 2.0 * shape.d_model + 6.0 * (shape.d_inner or 0)
-    return 6.0 * shape.d_model + 2.0 * shape.kv_dim + 3.0 * (shape.d_ffn or 0)
+        inner, n = shape.d_inner or 0, shape.d_state or 0
+        return 3.0 * d + 1 + shape.dt_rank + 4.0 * n, 9.0 * inner + n * inner / SCAN_CHUNK
+    heads, ffn = shape.n_heads or 0, shape.d_ffn or 0
+    return 2 * (3.0 * d + 1), 2.0 * d + 2.0 * shape.kv_dim + heads + 4.0 * ffn
+
+
+def block_activation_elements(shape: ModelShape, tp: int = 1) -> float:
+    """Elements one block keeps for backward, per token, on one of ``tp`` ranks."""
+    whole, split = _block_activation_terms(shape)
+    return whole + split / tp
+
+
+def block_activation_constant(shape: ModelShape, tp: int = 1) -> float:
+    """Elements one block keeps whatever the tokens: Mamba's ``A`` and ``−A`` (0 otherwise)."""
+    if shape.family != "mamba":
+        return 0.0
+    return 2.0 * (shape.d_inner or 0) * (shape.d_state or 0) / tp
+
+
+def head_activation_elements(shape: ModelShape) -> float:
+    """Elements per token the final RMSNorm keeps (besides the logits)."""
+    return 3.0 * shape.d_model + 1
+
+
+def block_params_on_rank(shape: ModelShape, tp: int) -> float:
+    """Parameters of one block on one of ``tp`` ranks: its matrices split, its norms whole."""
+    norms = shape.norm_params_per_layer()
+    return (shape.params_per_layer() - norms) / tp + norms
+
+
+def stage_params(shape: ModelShape, layout: Layout, *, last: bool) -> float:
+    """Parameters one tp rank of a pipeline stage holds before FSDP shards them:
+    ``ceil(layers / pp)`` blocks plus the embedding (first stage), the final norm and head (last
+    stage), or both (one stage)."""
+    blocks = math.ceil(shape.n_layers / layout.pp) * block_params_on_rank(shape, layout.tp)
+    if layout.pp == 1:
+        return blocks + shape.n_params_embedding + shape.head_params
+    return blocks + (shape.head_params if last else shape.n_params_embedding)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +137,12 @@ class Memory:
     def total_b(self) -> float:
         return self.state_b + self.buffers_b + self.activations_b + self.logits_b
 
+    @property
+    def model_state_b(self) -> float:
+        """What the rank holds as tensors of its own (no gather buffers): the figure a run's
+        tensor-counted ``state_bytes`` measures."""
+        return self.state_b + self.activations_b + self.logits_b
+
 
 def per_device(
     shape: ModelShape,
@@ -93,27 +156,28 @@ def per_device(
     """Predicted peak memory of the busiest device of ``layout`` (``microbatches`` per step and
     data-parallel rank, which bounds the microbatches a pipeline keeps in flight)."""
     layers = math.ceil(shape.n_layers / layout.pp)
-    block_params = shape.params_per_layer() * layers
-    embedding = float(shape.n_params_embedding)
-    head = float(shape.n_params - shape.n_params_embedding) - shape.params_per_layer() * (
-        shape.n_layers
-    )
+    block = block_params_on_rank(shape, layout.tp)
     tokens = micro_batch * seq_len / layout.cp
-    per_block = tokens * block_activation_elements(shape) * activation_bytes / layout.tp
-    buffers = 0.0
-    if layout.dp_shard > 1:
-        buffers = 2 * shape.params_per_layer() * activation_bytes / layout.tp
-    shards = layout.dp_shard * layout.tp
+    per_block = (
+        tokens * block_activation_elements(shape, layout.tp)
+        + block_activation_constant(shape, layout.tp)
+    ) * activation_bytes
+    buffers = 2 * block * activation_bytes if layout.dp_shard > 1 else 0.0
+    final_norm = tokens * head_activation_elements(shape) * activation_bytes
     logits = logits_bytes(tokens, shape.vocab_size)
+    last = Memory(
+        state_bytes(stage_params(shape, layout, last=True), layout.dp_shard),
+        buffers,
+        per_block * layers + final_norm,
+        logits,
+    )
     if layout.pp == 1:
-        return Memory(
-            state_bytes(block_params + embedding + head, shards),
-            buffers,
-            per_block * layers,
-            logits,
-        )
+        return last
     in_flight = min(microbatches, layout.pp)
-    first = Memory(state_bytes(block_params + embedding, shards), buffers,
-                   per_block * layers * in_flight, 0.0)  # fmt: skip
-    last = Memory(state_bytes(block_params + head, shards), buffers, per_block * layers, logits)
+    first = Memory(
+        state_bytes(stage_params(shape, layout, last=False), layout.dp_shard),
+        buffers,
+        per_block * layers * in_flight,
+        0.0,
+    )
     return max(first, last, key=lambda m: m.total_b)

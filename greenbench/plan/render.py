@@ -26,7 +26,17 @@ def _console() -> Console:
 
 
 def _gib(n: float) -> str:
-    return f"{n / 2**30:,.1f}"
+    gib = n / 2**30
+    return f"{gib:,.1f}" if gib >= 10 else f"{gib:.3g}"
+
+
+def _num(x: float) -> str:
+    """Whole numbers from 100 up, three significant digits below (a CPU's 2 W, 0.4 GB/s)."""
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
+def _flops(x: float) -> str:
+    return f"{_num(x / 1e12)} TFLOP/s" if x >= 1e12 else f"{_num(x / 1e9)} GFLOP/s"
 
 
 def _pct(x: float | None) -> str:
@@ -84,15 +94,15 @@ def sources_table(plan: Plan) -> Table:
     """Where every figure of the device model comes from."""
     d = plan.device
     values: dict[str, Any] = {
-        "peak FLOP/s": f"{d.peak_flops / 1e12:,.0f} TFLOP/s",
-        "sustained FLOP/s": f"{d.sustained_flops / 1e12:,.0f} TFLOP/s",
-        "memory": f"{d.memory_bytes / 1e9:,.0f} GB",
-        "fast link": f"{1 / d.fast.beta_s_per_byte / 1e9:,.0f} GB/s, "
+        "peak FLOP/s": _flops(d.peak_flops),
+        "sustained FLOP/s": _flops(d.sustained_flops),
+        "memory": f"{_num(d.memory_bytes / 1e9)} GB",
+        "fast link": f"{_num(1 / d.fast.beta_s_per_byte / 1e9)} GB/s, "
         f"α {d.fast.alpha_s * 1e6:.3g} µs ({d.fast_domain} device(s) per fast domain)",
-        "network": f"{1 / d.network.beta_s_per_byte / 1e9:,.0f} GB/s, "
+        "network": f"{_num(1 / d.network.beta_s_per_byte / 1e9)} GB/s, "
         f"α {d.network.alpha_s * 1e6:.3g} µs",
-        "busy power": f"{d.power.busy_w:,.0f} W",
-        "idle power": f"{d.power.idle_w:,.0f} W",
+        "busy power": f"{_num(d.power.busy_w)} W",
+        "idle power": f"{_num(d.power.idle_w)} W",
         "power limit": f"{d.power_limit_w:g} W" if d.power_limit_w is not None else "",
     }
     table = Table("figure", "value", "source", title="what the predictions stand on",
@@ -119,7 +129,8 @@ def measured_table(found: list[Measured]) -> Table:
         "predicted GiB/device",
         "error",
         title="measured on this host (medians of the stored repeats) against the prediction "
-        "for the same configuration; error = predicted / measured − 1",
+        "for the same configuration; error = predicted / measured − 1; GiB/device is the model "
+        "state counted from tensors where the run counted it, else the peak device memory",
         title_justify="left",
     )
     for m in found:
@@ -136,9 +147,9 @@ def measured_table(found: list[Measured]) -> Table:
             MISSING if m.joules_per_token is None else f"{m.joules_per_token:.3g}",
             f"{p.joules_per_token:.3g}",
             _pct(e["joules_per_token"]),
-            MISSING if m.peak_mem_bytes is None else _gib(m.peak_mem_bytes),
-            _gib(p.memory.total_b),
-            _pct(e["peak_mem_bytes"]),
+            MISSING if m.memory_bytes[0] is None else _gib(m.memory_bytes[0]),
+            _gib(m.memory_bytes[1]),
+            _pct(e["memory"]),
         )
     return table
 

@@ -57,8 +57,22 @@ class ModelShape:
 
     def params_per_layer(self) -> float:
         """Parameters of one repeated block (everything but embedding, final norm and head)."""
-        head = self.vocab_size * self.d_model
-        return (self.n_params - self.n_params_embedding - head - self.d_model) / self.n_layers
+        return (self.n_params - self.n_params_embedding - self.head_params) / self.n_layers
+
+    @property
+    def head_params(self) -> int:
+        """The final norm and the (untied) LM head."""
+        return self.vocab_size * self.d_model + self.d_model
+
+    def norm_params_per_layer(self) -> int:
+        """Parameters of a block's RMSNorms (two in a Llama block, one in a Mamba block): the
+        part of a block tensor parallelism leaves whole on every rank."""
+        return self.d_model if self.family == "mamba" else 2 * self.d_model
+
+    @property
+    def dt_rank(self) -> int:
+        """Mamba's Δ projection rank, ``ceil(d / 16)`` (MambaConfig's "auto"); 0 otherwise."""
+        return -(-self.d_model // 16) if self.family == "mamba" else 0
 
 
 def _t(size: str, n: int, emb: int, layers: int, d: int, heads: int, kv: int, ffn: int, a: float,

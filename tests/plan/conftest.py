@@ -1,4 +1,5 @@
-"""A results database of synthetic H100 runs on this host, with known truths to fit.
+"""Results databases of synthetic runs on this host, with known truths to fit: H100 runs, and
+CPU runs of a 2-core host (further down).
 
 Every run is transformer/1b on 2 GPUs ("NVIDIA H100 80GB HBM3"), seq 2048, global batch 16,
 micro-batch 8, bf16, 2 repeats, written through the real ``Store`` and ``aggregate_repeat``.
@@ -133,3 +134,109 @@ def truth() -> SimpleNamespace:
         alpha_s=ALPHA_S, beta_s_per_b=BETA_S_PER_B, sustained=SUSTAINED, busy_w=BUSY_W,
         idle_w=IDLE_W, wait=WAIT, window_s=WINDOW_S, tokens_per_rank=TOKENS_PER_RANK,
     )  # fmt: skip
+
+
+# ---------------------------------------------------------------------------- a CPU host
+#
+# transformer/tiny runs on a 2-core host ("cpu:Test CPU"), fp32, seq 256, global batch 8,
+# micro-batch 1, 1 repeat. Truths: one core computes 80 GFLOP/s and transfers at α = 100 µs,
+# β = 1.5 ns/B per core (a rank with half a core, under a quota, takes twice as long); each rank
+# counted 2 MB of model state. DDP's records are the exposed tail of its all-reduce (a fraction
+# of a transfer) and must not be fitted.
+
+CPU_PER_CORE, CPU_ALPHA_S, CPU_BETA = 80e9, 100e-6, 1.5e-9
+CPU_TYPE, CPU_WINDOW_S, CPU_STEPS = "cpu:Test CPU", 4.0, 2
+
+# (run id, strategy, ranks, lengths, bytes per FSDP call)
+CPU_RUNS = (
+    ("cccc00000001", "fsdp", 2, "fixed", 2**20),
+    ("cccc00000002", "fsdp", 4, "fixed", 2**22),
+    ("cccc00000003", "ddp", 2, "fixed", 0),
+    ("cccc00000004", "ddp", 2, "longalign", 0),
+    ("cccc00000005", "single", 1, "fixed", 0),
+)
+
+
+def _cpu_ranks(run: tuple) -> list[RankResult]:
+    _, strategy, world, _, size = run
+    share = min(max(1, 2 // world), 2 / world)  # cores per rank on 2 cores
+    compute_s = CPU_WINDOW_S * 0.9
+    comm: tuple[CommRecord, ...] = ()
+    if strategy == "fsdp":
+        calls = 10
+        comm = tuple(
+            CommRecord("dp_shard", op, calls, calls * size,
+                       (calls * (world - 1) * CPU_ALPHA_S
+                        + (world - 1) / world * calls * size * CPU_BETA) / share, 0.0)
+            for op in ("all_gather", "reduce_scatter")
+        )  # fmt: skip
+    elif strategy == "ddp":
+        comm = (CommRecord("dp_replicate", "all_reduce", 2, 2**24, 1e-4, 0.0),)
+    return [
+        RankResult(
+            rank=rank, local_rank=rank, host="cpu-node", repeat=0, tokens=1000,
+            seconds=CPU_WINDOW_S, compute_s=compute_s, comm_s=CPU_WINDOW_S * 0.1, wait_s=0.0,
+            step_times_s=(CPU_WINDOW_S / CPU_STEPS,) * CPU_STEPS, peak_mem_bytes=600 * 2**20,
+            flops=CPU_PER_CORE * share * compute_s, loss=2.0, n_microbatches=4, energy=None,
+            comm=comm, param_bytes=250_000, grad_bytes=250_000, optim_bytes=500_000,
+            activation_bytes=1_000_000,
+        )
+        for rank in range(world)
+    ]  # fmt: skip
+
+
+def write_cpu_runs(path: Path, runs: tuple = CPU_RUNS, host: str | None = None) -> Path:
+    host = host or socket.gethostname()
+    with Store(path) as store:
+        for run in runs:
+            run_id, strategy, world, lengths, _ = run
+            layout = {"fsdp": Layout(dp_shard=world), "ddp": Layout(dp_replicate=world)}.get(
+                strategy, Layout()
+            )
+            settings = {
+                "model.family": "transformer", "model.size": "tiny", "data.seq_len": 256,
+                "data.global_batch": 8, "data.micro_batch": 1, "strategy": strategy,
+                "nproc": world, "nnodes": 1, "device": "cpu", "precision": "fp32",
+                "data.lengths": lengths,
+                **{f"layout.{k}": v for k, v in layout.degrees().items()},
+            }  # fmt: skip
+            store.begin_run({
+                "run_id": run_id, "suite": None, "workload": "data-parallel",
+                "config_name": f"transformer/tiny {layout.text}",
+                "config": {"workload": "data-parallel", "settings": settings},
+                "model_family": "transformer", "model_size": "tiny", "strategy": strategy,
+                "layout": layout.text, **layout.degrees(), "device": "cpu",
+                "device_type": CPU_TYPE, "nproc": world, "nnodes": 1, "precision": "fp32",
+                "seq_len": 256, "lengths": lengths, "energy_source": "estimate",
+                "energy_measured": False, "host": host, "rank_cpu_quota": world > 2,
+            })  # fmt: skip
+            ranks = _cpu_ranks(run)
+            repeat = aggregate_repeat(
+                ranks, idle_power_w=None, peak_flops=None, n_devices=world, carbon_g_per_kwh=None
+            )
+            hardware = {"cpu_model": "Test CPU", "logical_cores": 2, "memory_bytes": 8e9}
+            store.finish_run(
+                run_id,
+                RunOutcome(status="ok", repeats=[repeat], ranks=ranks, peak_flops=1e11 * (
+                    2 if world == 1 else 1), peak_flops_source="cpu-gemm-calibration",
+                    hardware=hardware),
+            )  # fmt: skip
+    return path
+
+
+@pytest.fixture
+def cpu_db(tmp_path: Path) -> Path:
+    return write_cpu_runs(tmp_path / "cpu.duckdb")
+
+
+@pytest.fixture
+def cpu_runs_writer() -> Callable[..., Path]:
+    """``write_cpu_runs(path, runs=CPU_RUNS, host=None)`` for a test's own database."""
+    return write_cpu_runs
+
+
+@pytest.fixture
+def cpu_truth() -> SimpleNamespace:
+    """The figures the synthetic CPU runs were written with."""
+    return SimpleNamespace(per_core=CPU_PER_CORE, alpha_s=CPU_ALPHA_S, beta=CPU_BETA,
+                           window_s=CPU_WINDOW_S, steps=CPU_STEPS, runs=CPU_RUNS)  # fmt: skip

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from greenbench.plan import comm
@@ -14,6 +16,12 @@ H100 = device_model("h100", "bf16")
 SUSTAINED = 0.4 * 989e12
 BUSY_W, IDLE_W = 0.9 * 700, 75.0
 ONE_B, SEVEN_B = model_shape("transformer", "1b"), model_shape("transformer", "7b")
+HEAD_7B = 6 * (32000 * 4096 + 4096)  # FLOPs per token of the final norm and LM head
+
+
+def block_7b(seq_len: int) -> float:
+    """FLOPs per token of one 7b block (6·N + 12·L·d·S without the head, over 32 blocks)."""
+    return (39644061696 + 1572864 * seq_len - HEAD_7B) / 32
 
 
 def test_one_device_is_compute_at_sustained_flops_and_busy_power() -> None:
@@ -33,7 +41,8 @@ def test_tensor_parallel_adds_four_all_reduces_per_block_and_microbatch() -> Non
     n = 4096 * 4096 * 2  # one microbatch's activations in bf16
     one = 2 * 1 * 5e-6 + 2 * (1 / 2) * n / 450e9  # all-reduce over 2 ranks on NVLink
     tp_s = 4 * 32 * 4 * one  # 4 microbatches × 32 blocks × 4 all-reduces
-    compute = (39644061696 + 1572864 * 4096) * 4 * 4096 / 2 / SUSTAINED
+    # tp splits the blocks; every tp rank computes the whole LM head
+    compute = (32 * block_7b(4096) / 2 + HEAD_7B) * 4 * 4096 / SUSTAINED
     assert p.comm_s == pytest.approx(tp_s)
     assert p.step_s == pytest.approx(compute + tp_s)
     energy = 2 * (BUSY_W * compute + IDLE_W * tp_s)
@@ -43,7 +52,8 @@ def test_tensor_parallel_adds_four_all_reduces_per_block_and_microbatch() -> Non
 def test_pipeline_bubble_and_point_to_point() -> None:
     batch = Batch(seq_len=4096, global_batch=8, micro_batch=1)
     p = predict(SEVEN_B, Layout(pp=4), batch, H100)
-    compute = (39644061696 + 1572864 * 4096) * 8 * 4096 / 4 / SUSTAINED
+    # four stages of 8 blocks: the last, with the LM head, sets the pace
+    compute = (8 * block_7b(4096) + HEAD_7B) * 8 * 4096 / SUSTAINED
     assert p.microbatches == 8
     # bubble: (p−1)/(m+p−1) of the pipeline time = compute × (p−1)/m
     assert p.bubble_s == pytest.approx(compute * 3 / 8)
@@ -61,6 +71,28 @@ def test_data_parallel_communication_hides_under_compute_up_to_its_length() -> N
     assert p.comm_s == pytest.approx(all_reduce - compute)
     long = predict(SEVEN_B, Layout(dp_replicate=2), Batch(4096, 64, 1), H100)
     assert long.comm_s == 0.0  # the all-reduce fits under a long step's compute
+
+
+def test_uneven_stages_run_at_the_busiest_ones_pace() -> None:
+    batch = Batch(seq_len=1024, global_batch=6, micro_batch=1)
+    p = predict(SEVEN_B, Layout(pp=3), batch, H100)  # stages of 11, 11 and 10 blocks
+    busiest = max(11 * block_7b(1024), 10 * block_7b(1024) + HEAD_7B)
+    assert p.compute_s == pytest.approx(busiest * 6 * 1024 / SUSTAINED)
+
+
+def test_fsdp_pays_one_latency_per_unit_and_blocks_where_the_device_does_not_overlap() -> None:
+    batch = Batch(seq_len=128, global_batch=2, micro_batch=1)
+    layout = Layout(dp_shard=2)
+    p = predict(SEVEN_B, layout, batch, H100)
+    units = 32 + 1  # every block, and the root
+    gather = units * 5e-6 + 6738415616 * 2 / 2 / 450e9  # bf16 parameters, half received
+    scatter = units * 5e-6 + 6738415616 * 4 / 2 / 450e9  # fp32 gradients
+    fsdp = 2 * gather + scatter  # one microbatch per rank
+    assert p.comm_s == pytest.approx(max(0.0, fsdp - p.compute_s))
+    blocking = replace(H100, overlapped=frozenset({"dp_replicate"}))
+    b = predict(SEVEN_B, layout, batch, blocking)
+    assert b.comm_s == pytest.approx(fsdp)
+    assert b.step_s == pytest.approx(b.compute_s + fsdp)
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""The memory model, against bytes worked by hand for the 7b preset, and the preflight's lower
-bound read from the same functions."""
+"""The memory model, against bytes worked by hand for the 7b preset (and the Mamba block for the
+tiny one), and the preflight's lower bound read from the same functions."""
 
 from __future__ import annotations
 
@@ -16,6 +16,11 @@ SEVEN_B = model_shape("transformer", "7b")
 N, EMB, L, D, V, FFN = 6738415616, 131072000, 32, 4096, 32000, 11008
 PER_LAYER = (N - EMB - V * D - D) / L  # 202,383,360: attention 4·d² + MLP 3·d·ffn + 2 norms
 HEAD = V * D + D
+NORMS = 2 * D  # a block's two RMSNorm weights: whole on every tp rank
+#: elements per token a Llama block saves: norms (3·d + 1, twice) whole; q, k, v, attention
+#: output, log-sum-exp per head and the MLP's four ffn-wide tensors split by tp
+WHOLE, SPLIT = 2 * (3 * D + 1), 2 * D + 2 * D + 32 + 4 * FFN
+FINAL = 3 * D + 1  # the final RMSNorm, on the last stage
 
 
 def test_block_parameters_match_the_llama_block() -> None:
@@ -24,8 +29,20 @@ def test_block_parameters_match_the_llama_block() -> None:
 
 
 def test_block_activations_per_token() -> None:
-    # 6·d + 2·d_kv + 3·d_ffn with d_kv = d (32 KV heads of 128)
-    assert memory.block_activation_elements(SEVEN_B) == 6 * D + 2 * D + 3 * FFN
+    # 8·d + 2·d_kv + 4·d_ffn + heads + 2 with d_kv = d (32 KV heads of 128)
+    assert memory.block_activation_elements(SEVEN_B) == 8 * D + 2 * D + 4 * FFN + 32 + 2
+    assert memory.block_activation_elements(SEVEN_B, tp=4) == WHOLE + SPLIT / 4
+    assert memory.block_activation_constant(SEVEN_B) == 0
+
+
+def test_mamba_block_activations_per_token() -> None:
+    tiny = model_shape("mamba", "tiny")  # d 256, d_inner 512, d_state 16, dt_rank 16
+    whole = 3 * 256 + 1 + 16 + 2 * 16 + 2 * 16  # norm, x_proj's output, B and C
+    split = 9 * 512 + 16 * 512 / 32  # inner-width tensors, the scan's states every 32 steps
+    assert memory.block_activation_elements(tiny) == whole + split
+    assert memory.block_activation_elements(tiny, tp=2) == whole + split / 2
+    assert memory.block_activation_constant(tiny, tp=2) == 2 * 512 * 16 / 2
+    assert memory.block_params_on_rank(tiny, 2) == (tiny.params_per_layer() - 256) / 2 + 256
 
 
 def test_one_device_holds_everything() -> None:
@@ -34,9 +51,9 @@ def test_one_device_holds_everything() -> None:
     )
     assert m.state_b == pytest.approx(16 * N)
     assert m.buffers_b == 0
-    assert m.activations_b == pytest.approx(4096 * (8 * D + 3 * FFN) * 2 * L)
+    assert m.activations_b == pytest.approx(4096 * ((WHOLE + SPLIT) * L + FINAL) * 2)
     assert m.logits_b == 4096 * V * 4
-    assert m.total_b == m.state_b + m.activations_b + m.logits_b
+    assert m.total_b == m.state_b + m.activations_b + m.logits_b == m.model_state_b
 
 
 def test_each_degree_divides_what_it_splits() -> None:
@@ -44,11 +61,14 @@ def test_each_degree_divides_what_it_splits() -> None:
     m = memory.per_device(
         SEVEN_B, layout, micro_batch=2, seq_len=4096, activation_bytes=2, microbatches=4
     )
-    assert m.state_b == pytest.approx(16 * N / (4 * 2))  # dp_shard × tp; not dpr, not cp
-    assert m.buffers_b == pytest.approx(2 * PER_LAYER * 2 / 2)  # two blocks in bf16, over tp
+    # dp_shard splits everything, tp the block matrices only; not dpr, not cp
+    block = (PER_LAYER - NORMS) / 2 + NORMS
+    assert m.state_b == pytest.approx(16 * (L * block + EMB + HEAD) / 4)
+    assert m.buffers_b == pytest.approx(2 * block * 2)  # two blocks in bf16, their tp slice
     tokens = 2 * 4096 / 2  # micro-batch × seq over cp
-    assert m.activations_b == pytest.approx(tokens * (8 * D + 3 * FFN) * 2 / 2 * L)
+    assert m.activations_b == pytest.approx(tokens * ((WHOLE + SPLIT / 2) * L + FINAL) * 2)
     assert m.logits_b == tokens * V * 4
+    assert m.model_state_b == m.total_b - m.buffers_b
 
 
 def test_a_pipeline_counts_the_busier_of_its_end_stages() -> None:
@@ -57,9 +77,9 @@ def test_a_pipeline_counts_the_busier_of_its_end_stages() -> None:
         SEVEN_B, layout, micro_batch=1, seq_len=4096, activation_bytes=2, microbatches=8
     )
     blocks = 8 * PER_LAYER
-    per_block = 4096 * (8 * D + 3 * FFN) * 2
+    per_block = 4096 * (WHOLE + SPLIT) * 2
     first = 16 * (blocks + EMB) + per_block * 8 * 4  # 4 microbatches in flight (min(m, pp))
-    last = 16 * (blocks + HEAD) + per_block * 8 + 4096 * V * 4
+    last = 16 * (blocks + HEAD) + per_block * 8 + 4096 * (FINAL * 2 + V * 4)
     assert m.total_b == pytest.approx(max(first, last))
     assert m.total_b == pytest.approx(first)
 
