@@ -21,8 +21,9 @@ this host (`greenbench.plan.host`), each rank a device with its share of the cor
   single message size per call (one model's FSDP units) cannot separate α from β; on a CPU
   host, which has no datasheet bandwidth to fall back on, β is then fitted alone with α = 0
   (`fit_bandwidth`), and the calibration's note says so.
-* sustained FLOP/s: per run, the ranks' analytic FLOPs over their compute seconds (window time
-  minus communication), per device: per GPU, per core on CPU (over the cores each rank had,
+* sustained FLOP/s: per run, the ranks' analytic FLOPs over all their compute seconds (window
+  time minus communication; a hybrid layout counts each token's FLOPs on one rank), per device:
+  per GPU, per core on CPU (over the cores each rank had,
   `greenbench.plan.host.cores_per_rank`); the median over runs.
 * power: per repeat with a **measured** energy figure, the mean watts per device
   ``energy / seconds / devices`` is ``(1−w)·busy + w·idle`` with ``w`` the stored wait fraction
@@ -164,9 +165,12 @@ def _links(runs: list[dict[str, Any]]) -> tuple[dict[str, tuple[Link, int]], dic
 def _sustained(runs: list[dict[str, Any]]) -> list[float]:
     values = []
     for run in runs:
-        ranks = [r for r in run.get("rank_results", []) if r.get("flops") and r.get("compute_s")]
-        if ranks:
-            per_rank = sum(r["flops"] for r in ranks) / sum(r["compute_s"] for r in ranks)
+        # every rank's compute seconds, whether or not it counted FLOPs: a hybrid layout counts
+        # each token's FLOPs once, on the rank at the origin of tp, pp and cp
+        ranks = [r for r in run.get("rank_results", []) if r.get("compute_s")]
+        flops = sum(r.get("flops") or 0.0 for r in ranks)
+        if flops > 0:
+            per_rank = flops / sum(r["compute_s"] for r in ranks)
             values.append(per_rank / device_share(run))
     return values
 

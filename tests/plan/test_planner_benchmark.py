@@ -1,0 +1,67 @@
+"""benchmarks/planner.py on the synthetic CPU runs: it calibrates on the kinds named, scores the
+rest, names the categories with no runs, and refuses a database without this host's runs."""
+
+from __future__ import annotations
+
+import functools
+import importlib.util
+import sys
+from pathlib import Path
+from types import ModuleType
+
+import pytest
+
+from greenbench.vocabulary import Layout
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "planner.py"
+
+
+@functools.cache
+def benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("planner_benchmark", SCRIPT)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.mark.parametrize(
+    ("layout", "kind"),
+    [
+        (Layout(), "single"),
+        (Layout(dp_shard=4), "dp"),
+        (Layout(dp_replicate=2, dp_shard=2), "dp"),
+        (Layout(tp=2), "tp"),
+        (Layout(pp=2), "pp"),
+        (Layout(cp=2), "cp"),
+        (Layout(dp_shard=2, tp=2), "mixed"),
+        (Layout(tp=2, pp=2), "mixed"),
+    ],
+)
+def test_layout_kinds(layout: Layout, kind: str) -> None:
+    assert benchmark().kind(layout) == kind
+
+
+def test_calibrates_on_single_ranks_and_scores_the_rest(
+    cpu_db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert benchmark().main(["--db", str(cpu_db), "--calibrate-on", "single"]) == 0
+    out = capsys.readouterr().out
+    assert "calibrated on transformer/tiny, layouts single" in out
+    assert "sustained: 80.0 GFLOP/s per core (1 runs)" in out
+    held_out = out.split("held-out runs (scored)")[1].split("model state of the busiest")[0]
+    assert "cccc00000001" in held_out and "cccc00000005" not in held_out
+    assert "cccc00000004  transformer/tiny" in out and "rows are not full" in out
+    assert "pp                0      no runs stored" in out
+    assert "memory: " in out and "(goal ≤ 15%)" in out and "(goal ≤ 25%)" in out
+    assert "not scored, no runs stored: pp, cp, mixed, other size" in out
+
+
+def test_no_runs_of_this_host_is_one_line_and_exit_2(
+    tmp_path: Path, cpu_runs_writer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    db = cpu_runs_writer(tmp_path / "elsewhere.duckdb", host="elsewhere")
+    assert benchmark().main(["--db", str(db)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no CPU run of this host" in err[0]
