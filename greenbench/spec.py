@@ -23,15 +23,16 @@ from typing import Any
 import tomllib
 
 from greenbench.errors import SpecError
-from greenbench.vocabulary import DEGREES, RunSpec, resolve_layout
+from greenbench.vocabulary import DEGREES, Layout, RunSpec, resolve_layout
 
 #: every setting, its default and its type. ``"auto"`` means "decided when the spec is
 #: resolved": nproc and the layout's degrees from each other (greenbench.vocabulary.layout),
 #: device, precision, the scan kernel and CPU quotas by the launcher on the machine it runs on.
 DEFAULTS: dict[str, Any] = {
-    "strategy": "single",  # the algorithm: single | ddp | fsdp | odc | hybrid
+    "strategy": "single",  # single | ddp | fsdp | odc | hybrid | auto (from `layout`)
     "nproc": "auto",  # ranks per node; auto: the layout's ranks / nnodes (1 without a layout)
     "nnodes": 1,
+    "layout": "auto",  # the degrees at once, e.g. tp2-dps2 (the others 1); sets layout.*
     "layout.dp_replicate": "auto",  # data-parallel replicas (ddp fills it)
     "layout.dp_shard": "auto",  # data-parallel shards (fsdp fills it)
     "layout.tp": "auto",  # tensor-parallel degree (auto: 1)
@@ -411,11 +412,38 @@ def check_degrees_fit_model(s: dict[str, Any], degrees: dict[str, int]) -> None:
         )
 
 
+def apply_layout_text(s: dict[str, Any]) -> None:
+    """``layout`` (e.g. ``tp2-dps2``) into the ``layout.*`` degrees (in place), and
+    ``strategy=auto`` into the strategy that applies them: ``single`` for one rank, ``ddp``
+    for replicas alone, ``fsdp`` for shards alone, ``hybrid`` for anything else."""
+    if s["layout"] != "auto":
+        layout = Layout.from_short(str(s["layout"]))
+        for name, value in layout.degrees().items():
+            given = s[f"layout.{name}"]
+            if given != "auto" and given != value:
+                raise SpecError(
+                    f"layout={s['layout']} gives layout.{name}={value} but layout.{name}={given}"
+                    " is set too"
+                )
+            s[f"layout.{name}"] = value
+    if s["strategy"] == "auto":
+        degrees = {d: s[f"layout.{d}"] for d in DEGREES if s[f"layout.{d}"] not in ("auto", 1)}
+        if not degrees:
+            s["strategy"] = "single"
+        elif set(degrees) == {"dp_replicate"}:
+            s["strategy"] = "ddp"
+        elif set(degrees) == {"dp_shard"}:
+            s["strategy"] = "fsdp"
+        else:
+            s["strategy"] = "hybrid"
+
+
 def resolve(settings: dict[str, Any]) -> dict[str, Any]:
     """Settings with nproc and the layout's degrees made concrete (validated on the way)."""
     from greenbench.strategies import STRATEGIES
 
     s = dict(settings)
+    apply_layout_text(s)
     check_values(s)
     given = {d: s[f"layout.{d}"] for d in DEGREES if s[f"layout.{d}"] != "auto"}
     check_degrees_fit_model(s, given)

@@ -158,3 +158,27 @@ def test_an_impossible_layout_is_one_line_and_writes_nothing(tmp_path: Path, tp:
     (line,) = result.output.strip().splitlines()
     assert named in line and line.startswith("error: ")
     assert not db.exists() and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("settings", "named"),
+    [
+        (["layout=tp3-dps1"], "layout.tp=3 does not divide the 8 attention heads"),
+        (["layout=pp8", "model.family=transformer"], "layout.pp=8 is more than the 4 layers"),
+        (["layout=cp3"], "layout.cp=3 does not divide data.seq_len=512"),
+        (["layout=pp4", "data.global_batch=2"], "needs at least 4 microbatches"),
+        (["layout=tp2-cp2", "model.family=mamba"], "cannot combine layout.tp and layout.cp"),
+        (["layout=dpr2-tp2"], "strategy=hybrid does not replicate"),
+        (["layout=tp2-pp"], "not a layout"),
+    ],
+)
+def test_an_impossible_hybrid_layout_is_one_line_and_writes_nothing(
+    tmp_path: Path, settings: list[str], named: str
+):
+    db = tmp_path / "r.duckdb"
+    sets = [arg for s in ["model.family=transformer", *settings] for arg in ("--set", s)]
+    result = CliRunner().invoke(main, ["run", "--workload", "hybrid", *sets, "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert named in line and line.startswith("error: ")
+    assert not db.exists() and list(tmp_path.iterdir()) == []

@@ -212,3 +212,28 @@ def test_balance_auto_is_each_strategys_own():
 def test_odc_refuses_where_its_transport_is_not_built(overrides, message):
     with pytest.raises(SpecError, match=message):
         expand("fsdp-vs-odc", [{"strategy": "odc", **overrides}])
+
+
+def test_layout_text_sets_the_degrees_and_auto_picks_the_strategy():
+    from greenbench.spec import resolve
+
+    def strategy(layout: str) -> tuple[str, int]:
+        s = resolve({**DEFAULTS, "strategy": "auto", "layout": layout, "data.micro_batch": 1})
+        return s["strategy"], s["nproc"]
+
+    assert strategy("dpr4") == ("ddp", 4)
+    assert strategy("dps2") == ("fsdp", 2)
+    assert strategy("tp2-pp2") == ("hybrid", 4)
+    with pytest.raises(SpecError, match=r"layout\.tp=2 but layout\.tp=4 is set too"):
+        resolve({**DEFAULTS, "layout": "tp2", "layout.tp": 4, "strategy": "hybrid"})
+
+
+def test_settings_that_do_not_apply_stay_out_of_the_identity():
+    from greenbench.spec import expand
+
+    flat, piped = (
+        expand("hybrid", [{"layout": layout, "model.family": "transformer"}])[0]
+        for layout in ("tp2-dps2", "pp2-dps2")
+    )
+    assert "layout" not in flat.identity() and "train.pp_schedule" not in flat.identity()
+    assert piped.identity()["train.pp_schedule"] == "1f1b"

@@ -20,7 +20,13 @@ from collections.abc import Mapping
 from typing import Any
 
 #: settings that do not define *what* is measured, so not part of a configuration's identity
-NON_IDENTITY_KEYS = frozenset({"repeats", "label", "suite", "timeout_s", "energy.idle_s"})
+NON_IDENTITY_KEYS = frozenset(
+    # ``layout`` only spells the ``layout.*`` degrees, which are part of the identity
+    {"repeats", "label", "suite", "timeout_s", "energy.idle_s", "layout"}
+)
+#: settings that are part of the identity only where they apply (so adding one left the
+#: identity of every configuration it does not apply to unchanged)
+APPLIES_WHEN = {"train.pp_schedule": lambda s: s.get("layout.pp", 1) not in (1, "auto")}
 #: setting prefixes left out likewise (instrumentation for testing greenbench itself)
 NON_IDENTITY_PREFIXES = ("debug.",)
 
@@ -44,7 +50,11 @@ def is_identity_key(key: str) -> bool:
 
 def identity(settings: Mapping[str, Any], workload: str) -> dict[str, Any]:
     """The settings that define a configuration, plus its workload."""
-    return {k: v for k, v in settings.items() if is_identity_key(k)} | {"workload": workload}
+    return {
+        k: v
+        for k, v in settings.items()
+        if is_identity_key(k) and (k not in APPLIES_WHEN or APPLIES_WHEN[k](settings))
+    } | {"workload": workload}
 
 
 def config_key(config: Mapping[str, Any]) -> str:
@@ -57,7 +67,12 @@ def config_key(config: Mapping[str, Any]) -> str:
 
     def strip(value: Any) -> Any:
         if isinstance(value, Mapping):
-            return {str(k): strip(v) for k, v in value.items() if is_identity_key(str(k))}
+            return {
+                str(k): strip(v)
+                for k, v in value.items()
+                if is_identity_key(str(k))
+                and (k not in APPLIES_WHEN or APPLIES_WHEN[str(k)](value))
+            }
         if isinstance(value, (list, tuple)):
             return [strip(v) for v in value]
         return value

@@ -41,6 +41,8 @@ MEANING = {
 }
 
 _TEXT = re.compile(r"dpr(\d+)-dps(\d+)-tp(\d+)-pp(\d+)-cp(\d+)")
+_PART = re.compile(r"(dpr|dps|tp|pp|cp)(\d+)")
+_LONG = {short: name for name, short in SHORT.items()}
 _LEGACY = re.compile(r"dp(\d+)")
 
 
@@ -85,6 +87,30 @@ class Layout:
 
     def __str__(self) -> str:
         return self.text
+
+    @property
+    def short(self) -> str:
+        """The degrees above 1, e.g. ``tp2-pp2`` (``single`` for one rank)."""
+        parts = [f"{SHORT[n]}{v}" for n, v in self.degrees().items() if v > 1]
+        return "-".join(parts) or "single"
+
+    @classmethod
+    def from_short(cls, text: str) -> Layout:
+        """A layout from the degrees it names, the rest 1: ``tp2-dps2``, ``pp4``, ``cp2xdps2``
+        (parts joined by ``-``, ``x`` or ``×``, in any order) or the canonical text."""
+        parts = [p for p in re.split(r"[-x×\s]+", text.strip().lower()) if p]
+        degrees: dict[str, int] = {}
+        for part in parts:
+            match = _PART.fullmatch(part)
+            if match is None or _LONG[match.group(1)] in degrees:
+                raise SpecError(
+                    f"not a layout: {text!r} (name degrees as dpr/dps/tp/pp/cp with a number, "
+                    "each once, e.g. 'tp2-dps2')"
+                )
+            degrees[_LONG[match.group(1)]] = int(match.group(2))
+        if not degrees:
+            raise SpecError(f"not a layout: {text!r} (e.g. 'tp2-dps2')")
+        return cls(**degrees)
 
     @classmethod
     def parse(cls, text: str, *, strategy: str | None = None) -> Layout:

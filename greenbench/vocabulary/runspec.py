@@ -33,9 +33,13 @@ class RunSpec:
         same layout with and without quotas reads as two configurations, as it is."""
         s = self.settings
         quota = " cpu-quota" if s.get("emulate.rank_cpu_quota") == "on" else ""
+        strategy = s["strategy"]
+        if strategy == "hybrid":  # its layout is what tells one hybrid run from another
+            schedule = f" {s.get('train.pp_schedule', '1f1b')}" if self.layout.pp > 1 else ""
+            strategy = f"hybrid[{self.layout.short}{schedule}]"
         return (
             f"{s['model.family']}/{s['model.size']} seq={s['data.seq_len']} "
-            f"{s['data.lengths']} {s['strategy']}×{s['nproc'] * s['nnodes']}{quota}"
+            f"{s['data.lengths']} {strategy}×{s['nproc'] * s['nnodes']}{quota}"
         )
 
     def identity(self) -> dict[str, Any]:

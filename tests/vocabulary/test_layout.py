@@ -61,3 +61,25 @@ def test_a_degree_the_strategy_cannot_apply_names_who_can():
         resolve({"tp": 2}, 4)
     with pytest.raises(SpecError, match=r"does not apply layout.pp=2 .*no strategy applies it yet"):
         resolve({"pp": 2}, 4)
+
+
+@pytest.mark.parametrize(
+    ("text", "canonical"),
+    [
+        ("tp2-dps2", "dpr1-dps2-tp2-pp1-cp1"),
+        ("PP4", "dpr1-dps1-tp1-pp4-cp1"),
+        ("cp2xdps2", "dpr1-dps2-tp1-pp1-cp2"),
+        ("dps2 × tp2 × pp2", "dpr1-dps2-tp2-pp2-cp1"),
+        ("dpr1-dps4-tp1-pp1-cp1", "dpr1-dps4-tp1-pp1-cp1"),
+    ],
+)
+def test_a_short_layout_names_its_degrees_and_leaves_the_rest_at_one(text: str, canonical: str):
+    layout = Layout.from_short(text)
+    assert layout.text == canonical
+    assert Layout.from_short(layout.short) == layout
+
+
+@pytest.mark.parametrize("text", ["", "tp", "tp2-tp2", "xp2", "tp0"])
+def test_a_malformed_short_layout_is_refused(text: str):
+    with pytest.raises(SpecError):
+        Layout.from_short(text)
