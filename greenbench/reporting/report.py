@@ -34,7 +34,7 @@ from matplotlib.figure import Figure
 import greenbench
 from greenbench.errors import StoreError
 from greenbench.outputs import atomic_folder, resolve_target
-from greenbench.reporting import odc
+from greenbench.reporting import hybrid, odc
 from greenbench.reporting.leaderboard import leaderboard, pareto_front_by
 from greenbench.reporting.refs import load_ref, query_results
 from greenbench.vocabulary import energy_label
@@ -63,7 +63,7 @@ def write_report(
         raise StoreError(f"{db_path} holds no finished runs: run `greenbench run --suite smoke`")
     table = summarise(raw)
     with atomic_folder(target, swap=_only_report_files(target), last="README.md") as tmp:
-        extra = odc.section(db_path, tmp) if ref is None else []
+        extra = [*odc.section(db_path, tmp), *hybrid.section(db_path)] if ref is None else []
         _write_files(tmp, raw, table, title, extra)
     return target / "README.md"
 
