@@ -1,0 +1,203 @@
+"""Context parallelism computes what one process computes on the whole sequence.
+
+Real gloo processes each run one chunk of the same rows (`split_sequence`) through a model
+switched to its CP form (ring attention / the chunked Mamba scan); the per-rank sums of token
+losses and every parameter gradient of the loss normalised by the whole batch's tokens, summed
+over the ranks, are compared with a single process running the whole rows. Float32 throughout;
+tolerance rtol 1e-4, atol 1e-5 on gradients, rtol 1e-5 on the summed loss (float reordering in
+the log-sum-exp merge and the scan correction stays near 1e-6 relative).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import tempfile
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+import torch.nn.functional as F
+from helpers import free_port
+from transformers import LlamaForCausalLM
+
+from greenbench.comm import CommRecorder
+from greenbench.data.batches import collate_microbatch
+from greenbench.models import build_model
+from greenbench.models.transformer.model import make_config
+from greenbench.strategies.hybrid.cp import enable_context_parallel, split_sequence
+
+VOCAB = 128
+SEQ = 64
+ROWS = 2
+RTOL, ATOL = 1e-4, 1e-5
+
+
+def make_model(family: str, kv_heads: int | None) -> torch.nn.Module:
+    if kv_heads is None:
+        return build_model(family, "tiny", seed=0, vocab_size=VOCAB)
+    config = make_config("tiny", vocab_size=VOCAB)
+    config.num_key_value_heads = kv_heads  # grouped-query attention
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config)
+
+
+def make_batch(packed: bool) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(input ids, labels, position ids), (ROWS, SEQ). Packed: documents of several lengths,
+    one crossing every chunk boundary, the second row padded at the end."""
+    gen = torch.Generator().manual_seed(1)
+    if not packed:
+        ids = torch.randint(1, VOCAB, (ROWS, SEQ), generator=gen)
+        return ids, ids.clone(), torch.arange(SEQ).expand(ROWS, SEQ).contiguous()
+    lengths = [(20, 30, 14), (9, 31, 10)]  # 64 and 50 tokens: the second row is padded
+    rows = [[torch.randint(1, VOCAB, (n,), generator=gen) for n in row] for row in lengths]
+    mb = collate_microbatch(rows)
+    assert mb.input_ids.shape == (ROWS, SEQ)
+    return mb.input_ids, mb.labels, mb.position_ids
+
+
+def n_tokens(labels: torch.Tensor) -> int:
+    """Real label tokens of the whole rows (the loss's normaliser)."""
+    return int((labels[:, 1:] != -100).sum())
+
+
+def reference(family: str, kv_heads: int | None, packed: bool) -> dict[str, torch.Tensor]:
+    """One process, whole rows: summed token loss (logits at t vs labels at t + 1), and the
+    gradients of the mean token loss."""
+    model = make_model(family, kv_heads)
+    ids, labels, pos = make_batch(packed)
+    kwargs = {"position_ids": pos} if family == "transformer" else {}
+    logits = model(input_ids=ids, **kwargs).logits
+    loss = F.cross_entropy(
+        logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten(), ignore_index=-100, reduction="sum"
+    )
+    (loss / n_tokens(labels)).backward()
+    out = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
+    out["loss"] = loss.detach()
+    return out
+
+
+def _worker(rank: int, world: int, port: int, case: tuple, out: str) -> None:
+    import torch.distributed as dist
+
+    family, kv_heads, packed = case
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=world)
+    try:
+        comm = CommRecorder()
+        model = make_model(family, kv_heads)
+        enable_context_parallel(family, model, dist.group.WORLD, comm)
+        ids, labels, pos = split_sequence(*make_batch(packed), rank, world)
+        kwargs = {"position_ids": pos} if family == "transformer" else {}
+        logits = model(input_ids=ids, **kwargs).logits
+        loss = F.cross_entropy(  # the labels are shifted already: no further shift
+            logits.flatten(0, 1), labels.flatten(), ignore_index=-100, reduction="sum"
+        )
+        # normalised by the whole batch's tokens, as the strategies do (base.py)
+        (loss / n_tokens(make_batch(packed)[1])).backward()
+        calls = [(c.dim, c.op, c.nbytes) for c in comm.take()]
+        result = {name: p.grad.detach().clone() for name, p in model.named_parameters()}
+        result["loss"] = loss.detach().clone()
+        for tensor in result.values():
+            dist.all_reduce(tensor)  # every reduction over cp ranks sums
+        result["calls"] = calls
+        result["shape"] = tuple(ids.shape)
+        if rank == 0:
+            torch.save(result, out)
+    finally:
+        dist.destroy_process_group()
+
+
+@functools.cache
+def run_cp(family: str, cp: int, kv_heads: int | None = None, packed: bool = False) -> dict:
+    out = Path(tempfile.mkdtemp()) / "result.pt"
+    case = (family, kv_heads, packed)
+    mp.spawn(_worker, args=(cp, free_port(), case, str(out)), nprocs=cp, join=True)
+    return torch.load(out)
+
+
+def assert_matches(got: dict, family: str, kv_heads: int | None = None, packed: bool = False):
+    want = reference(family, kv_heads, packed)
+    torch.testing.assert_close(got["loss"], want["loss"], rtol=1e-5, atol=1e-5)
+    for name, grad in want.items():
+        if name != "loss":
+            torch.testing.assert_close(got[name], grad, rtol=RTOL, atol=ATOL, msg=name)
+
+
+# -- the sequence split (no processes) ---------------------------------------------------------
+
+
+def test_split_sequence_shifts_labels_over_the_whole_row():
+    ids = torch.arange(16).view(2, 8)
+    labels = ids + 100
+    pos = torch.arange(8).expand(2, 8)
+    chunks = [split_sequence(ids, labels, pos, r, 4) for r in range(4)]
+    assert [c[0].shape for c in chunks] == [(2, 2)] * 4
+    torch.testing.assert_close(torch.cat([c[0] for c in chunks], 1), ids)
+    torch.testing.assert_close(torch.cat([c[2] for c in chunks], 1), pos)
+    shifted = torch.cat([c[1] for c in chunks], 1)
+    # a chunk's last token is scored against the next chunk's first label
+    assert chunks[0][1][0, -1] == labels[0, 2]
+    torch.testing.assert_close(shifted[:, :-1], labels[:, 1:])
+    assert (shifted[:, -1] == -100).all()
+
+
+def test_split_sequence_needs_a_divisible_length():
+    ids = torch.zeros(1, 10, dtype=torch.long)
+    with pytest.raises(ValueError, match="divisible"):
+        split_sequence(ids, ids, ids, 0, 4)
+    with pytest.raises(ValueError, match="cp_rank"):
+        split_sequence(ids, ids, ids, 2, 2)
+
+
+# -- equivalence with one process --------------------------------------------------------------
+
+
+def test_transformer_packed_rows_gqa_cp2_match_one_process():
+    got = run_cp("transformer", 2, kv_heads=2, packed=True)
+    assert got["shape"] == (ROWS, SEQ // 2)
+    assert_matches(got, "transformer", kv_heads=2, packed=True)
+
+
+def test_mamba_cp2_matches_one_process():
+    assert_matches(run_cp("mamba", 2), "mamba")
+
+
+@pytest.mark.slow
+def test_transformer_cp4_matches_one_process():
+    assert_matches(run_cp("transformer", 4), "transformer")
+
+
+@pytest.mark.slow
+def test_mamba_cp4_matches_one_process():
+    assert_matches(run_cp("mamba", 4), "mamba")
+
+
+# -- communication records ---------------------------------------------------------------------
+
+
+def test_ring_exchanges_are_recorded_on_cp():
+    calls = run_cp("transformer", 2, kv_heads=2, packed=True)["calls"]
+    assert calls and all(dim == "cp" for dim, _, _ in calls)
+    layers, kv_heads, head_dim, tokens = 4, 2, 32, SEQ // 2
+    kv = 2 * ROWS * kv_heads * tokens * head_dim * 4  # K and V of the KV heads only, float32
+    kv_msg = kv + ROWS * tokens * 8  # + the chunk's document keys (int64)
+    sends = [n for _, op, n in calls if op == "send"]
+    recvs = [n for _, op, n in calls if op == "recv"]
+    # per layer: forward one (K, V) exchange; backward one (K, V) and two (dK, dV)
+    assert sorted(sends) == sorted(recvs)
+    assert sends.count(kv_msg) == 2 * layers
+    assert sends.count(kv) == 2 * layers
+    assert len(sends) == 4 * layers
+
+
+def test_mamba_halo_and_state_are_recorded_on_cp():
+    calls = run_cp("mamba", 2)["calls"]  # rank 0: sends forward, receives backward
+    layers, d_inner, states = 8, 512, 16
+    halo = 3 * ROWS * d_inner * 4
+    state = ROWS * d_inner * states * 4
+    assert all(dim == "cp" for dim, _, _ in calls)
+    assert sorted(n for _, op, n in calls if op == "send") == sorted([halo, state] * layers)
+    assert sorted(n for _, op, n in calls if op == "recv") == sorted([halo, state] * layers)
