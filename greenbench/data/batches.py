@@ -9,10 +9,12 @@ documents are concatenated in a row; ``position_ids`` restart at 0 at every docu
 ``labels`` equal ``input_ids`` (Hugging Face convention: the loss compares logits at t with
 labels at t + 1) except −100 on padding and on each document's first token, which would
 otherwise be predicted from the previous document. Padding sits at the end of a row (token 0,
-position 0), so under causal attention no real token sees it. Attention across documents in a
-row is NOT masked by the CPU attention kernels we use: the FLOPs are those of the packed row,
-and a Markov source's tokens do not depend on anything before their predecessor, so the loss
-floor (the chain's entropy rate) is unchanged. ``doc_lengths`` gives each row's documents (the
+position 0), so under causal attention no real token sees it. The Transformer masks attention
+between the documents of a row (transformers builds a document-causal mask from the restarting
+``position_ids``; context parallelism's ring applies the same mask), while Mamba's scan runs
+through the whole row; the FLOPs counted are those of the packed row either way, and a Markov
+source's tokens do not depend on anything before their predecessor, so the loss floor (the
+chain's entropy rate) is unchanged. ``doc_lengths`` gives each row's documents (the
 ``cu_seqlens`` a variable-length GPU kernel would need).
 """
 

@@ -3,10 +3,12 @@
 Both are **lower bounds**, so refusing on them never refuses a run that could have fitted:
 
 * memory: the model state every rank must hold (parameters, gradients and AdamW's two moments,
-  16 bytes per fp32 parameter, divided over the degrees that split them: ``dp_shard``, ``tp``,
-  ``pp``) plus the two activation tensors no training step avoids for one microbatch (the
-  float32 logits the loss reads, ``tokens × vocab × 4`` bytes, and one residual stream per
-  layer kept for backward, ``tokens × d_model × bytes`` per layer), times the ranks on a node;
+  16 bytes per fp32 parameter, divided over the degrees that split them: ``dp_shard``, ``cp``
+  (sharded with it), ``tp``, ``pp``) plus the two activation tensors no training step avoids for
+  one microbatch (the float32 logits the loss reads, ``tokens × vocab × 4`` bytes, and one
+  residual stream per layer kept for backward, ``tokens × d_model × bytes`` per layer), with the
+  tokens split over ``cp``, the layers over ``pp`` (the smallest stage) and the logits left out
+  when a pipeline has them on its last stage only, times the ranks on a node;
 * time: the analytic FLOPs of the run's steps (warm-up, and every repeat's window at least
   ``train.steps`` long or ``train.min_window_s`` long, whichever ends first) at 100 % of the
   devices' peak. Real runs reach a fraction of peak, so they take longer still.
@@ -44,7 +46,7 @@ class Need:
     flops_per_token: float  # analytic training FLOPs per token at this sequence length
     world: int  # ranks
     ranks_per_node: int
-    shards: int  # product of the degrees that split the model state (dp_shard × tp × pp)
+    shards: int  # product of the degrees that split the model state (dp_shard × cp × tp × pp)
     micro_batch: int
     seq_len: int
     tokens_per_step: float  # over all ranks (from the length distribution)
@@ -54,14 +56,17 @@ class Need:
     steps: int  # minimum measured steps per repeat
     max_steps: int
     min_window_s: float
+    pp: int = 1  # pipeline stages: a rank keeps its stage's layers
+    cp: int = 1  # context-parallel ranks: a rank keeps its slice of the sequence
 
     def state_bytes_per_rank(self) -> float:
         return state_bytes(self.n_params, self.shards)
 
     def activation_bytes_per_rank(self) -> float:
-        tokens = self.micro_batch * self.seq_len
-        logits = logits_bytes(tokens, self.vocab_size)
-        residual = residual_bytes(tokens, self.d_model, self.n_layers, self.activation_bytes)
+        tokens = self.micro_batch * self.seq_len / self.cp
+        logits = logits_bytes(tokens, self.vocab_size) if self.pp == 1 else 0.0
+        layers = self.n_layers // self.pp
+        residual = residual_bytes(tokens, self.d_model, layers, self.activation_bytes)
         return float(logits + residual)
 
     def memory_bytes_per_node(self) -> float:

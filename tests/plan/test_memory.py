@@ -106,3 +106,21 @@ def test_the_preflight_lower_bound_reads_the_same_model() -> None:
     )  # fmt: skip
     lower = need.state_bytes_per_rank() + need.activation_bytes_per_rank()
     assert lower < full.total_b  # the lower bound is never above the prediction
+
+
+@pytest.mark.parametrize(("pp", "cp"), [(4, 1), (1, 4), (2, 2)])
+def test_the_preflight_lower_bound_splits_layers_over_pp_and_tokens_over_cp(pp: int, cp: int):
+    need = Need(
+        n_params=N, n_layers=L, d_model=D, vocab_size=V, flops_per_token=1.0, world=8,
+        ranks_per_node=8, shards=8, micro_batch=2, seq_len=4096, tokens_per_step=1.0,
+        activation_bytes=2, warmup_steps=1, repeats=1, steps=1, max_steps=1, min_window_s=0.0,
+        pp=pp, cp=cp,
+    )  # fmt: skip
+    tokens = 2 * 4096 / cp
+    logits = tokens * V * 4 if pp == 1 else 0  # a pipeline's logits live on its last stage
+    assert need.activation_bytes_per_rank() == logits + tokens * D * 2 * (L // pp)
+    full = memory.per_device(
+        SEVEN_B, Layout(dp_shard=8 // (pp * cp), pp=pp, cp=cp), micro_batch=2, seq_len=4096,
+        activation_bytes=2, microbatches=max(pp, 1),
+    )  # fmt: skip
+    assert need.state_bytes_per_rank() + need.activation_bytes_per_rank() < full.total_b
