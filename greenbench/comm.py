@@ -33,8 +33,9 @@ import torch
 
 #: one-sided or point-to-point operations: ranks issue them in their own numbers and order, so
 #: the time in them is never split into transfer and waiting as a collective's is (waiting in a
-#: point-to-point schedule is recorded as its own ``waits`` call)
-POINT_TO_POINT_OPS = frozenset({"get", "push", "push_flush", "send", "recv"})
+#: point-to-point schedule is recorded as its own ``waits`` call); ``link_delay`` is the emulated
+#: network time of a message between two nodes (SkipPipe's heterogeneous links)
+POINT_TO_POINT_OPS = frozenset({"get", "push", "push_flush", "send", "recv", "link_delay"})
 
 
 @dataclass(slots=True)

@@ -64,6 +64,19 @@ DEFAULTS: dict[str, Any] = {
     "energy.idle_s": 1.0,  # idle-power sampling window before the suite (0 disables)
     # How a shared CPU is made to behave like one device per rank; part of the identity.
     "emulate.rank_cpu_quota": "auto",  # auto (on when ranks outnumber cores) | on | off
+    # SkipPipe (strategy=skippipe): nodes per stage (data nodes first), the share of the other
+    # stages each microbatch skips, the paths' scheduler, a node that stops serving mid-run
+    "skippipe.mode": "real",  # real | simulate (the discrete-event simulator, labelled)
+    "skippipe.stages": "1-2-1",
+    "skippipe.skip": 0.5,
+    "skippipe.schedule": "skippipe",  # skippipe | random | full (every stage: GPipe order)
+    "skippipe.fail_node": -1,  # this node stops serving from step skippipe.fail_step
+    "skippipe.fail_step": 0,
+    # Heterogeneity emulated for skippipe: link delay and slow nodes (part of the identity)
+    "emulate.link_latency_ms": 0.0,
+    "emulate.link_bandwidth_gbps": 0.0,  # 0: no bandwidth limit
+    "emulate.slow_nodes": "",  # ranks that compute emulate.slowdown times as long: "2", "1-3"
+    "emulate.slowdown": 1.0,
     # Instrumentation for testing greenbench itself; excluded from the configuration identity.
     "debug.slowdown_s": 0.0,  # extra compute (seconds) added to every training step
     "debug.fail_rank": -1,  # this rank raises at the first measured step
@@ -85,6 +98,8 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "precision": ("auto", "fp32", "bf16"),
     "data.balance": ("auto", "same-count", "sampler", "balanced-cost"),
     "train.pp_schedule": ("1f1b", "gpipe"),
+    "skippipe.mode": ("real", "simulate"),
+    "skippipe.schedule": ("skippipe", "random", "full"),
     "energy.source": ("auto", "nvml", "zeus", "rapl", "estimate"),
 }
 
@@ -111,6 +126,9 @@ NON_NEGATIVE = (
     "energy.idle_s",
     "debug.slowdown_s",
     "debug.fault_microbatch",
+    "skippipe.fail_step",
+    "emulate.link_latency_ms",
+    "emulate.link_bandwidth_gbps",
 )
 
 

@@ -94,10 +94,10 @@ class ModelFamily:
     flops_per_token: Callable[[ModelInfo, int], float]
     blocks: Callable[[torch.nn.Module], list[torch.nn.Module]]
     tensor_parallel: TensorParallel
-    #: ``pipeline_stage(model, lo, hi)``: blocks ``[lo, hi)`` as one stage module taking
-    #: ``(token ids or hidden, position_ids)``; the last returns logits, others
-    #: ``(hidden, position_ids)``
-    pipeline_stage: Callable[[torch.nn.Module, int, int], torch.nn.Module] | None = None
+    #: ``pipeline_stage(model, lo, hi, embed=None, head=None)``: blocks ``[lo, hi)`` as one
+    #: stage module taking ``(token ids or hidden, position_ids)``; one that ends in the head
+    #: returns logits, others ``(hidden, position_ids)``
+    pipeline_stage: Callable[..., torch.nn.Module] | None = None
     kernel_choices: tuple[str, ...] = ()
     resolve_kernel: Callable[[str, str], str] = lambda setting, device: "none"
     fixed_kernels: Mapping[str, str] = field(default_factory=dict)

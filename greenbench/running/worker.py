@@ -160,7 +160,7 @@ def train_and_measure(
                     times,
                     loss,
                     batch,
-                    batch_flops(info, batch),
+                    batch_flops(info, batch) * strategy.flops_fraction,
                     counted=strategy.counts_tokens,
                 )
             synchronize(ctx.device)

@@ -8,7 +8,10 @@ from greenbench.strategies.fsdp import FSDP
 from greenbench.strategies.hybrid import Hybrid
 from greenbench.strategies.odc import ODC
 from greenbench.strategies.single import Single
+from greenbench.strategies.skippipe import SkipPipe
 
-STRATEGIES: dict[str, type[Strategy]] = {cls.name: cls for cls in (Single, DDP, FSDP, ODC, Hybrid)}
+STRATEGIES: dict[str, type[Strategy]] = {
+    cls.name: cls for cls in (Single, DDP, FSDP, ODC, Hybrid, SkipPipe)
+}
 
 __all__ = ["STRATEGIES", "DataParallel", "DistContext", "StepTimes", "Strategy"]

@@ -202,6 +202,12 @@ class Strategy(ABC):
         one data-parallel part), so that each token is counted once."""
         return True
 
+    @property
+    def flops_fraction(self) -> float:
+        """The share of the model's FLOPs per token this strategy computes (below 1 where
+        microbatches skip layers)."""
+        return 1.0
+
     def microbatch_loss(self, model: torch.nn.Module, mb: Microbatch) -> torch.Tensor:
         """Sum of next-token cross-entropies over the real tokens of one microbatch."""
         device = self.ctx.device

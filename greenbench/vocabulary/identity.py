@@ -24,9 +24,25 @@ NON_IDENTITY_KEYS = frozenset(
     # ``layout`` only spells the ``layout.*`` degrees, which are part of the identity
     {"repeats", "label", "suite", "timeout_s", "energy.idle_s", "layout"}
 )
+
+
 #: settings that are part of the identity only where they apply (so adding one left the
 #: identity of every configuration it does not apply to unchanged)
-APPLIES_WHEN = {"train.pp_schedule": lambda s: s.get("layout.pp", 1) not in (1, "auto")}
+def _skippipe(s: Mapping[str, Any]) -> bool:
+    return s.get("strategy") == "skippipe"
+
+
+APPLIES_WHEN = {
+    "train.pp_schedule": lambda s: s.get("layout.pp", 1) not in (1, "auto"),
+    **{
+        key: _skippipe
+        for key in (
+            "skippipe.mode", "skippipe.stages", "skippipe.skip", "skippipe.schedule",
+            "skippipe.fail_node", "skippipe.fail_step", "emulate.link_latency_ms",
+            "emulate.link_bandwidth_gbps", "emulate.slow_nodes", "emulate.slowdown",
+        )
+    },
+}  # fmt: skip
 #: setting prefixes left out likewise (instrumentation for testing greenbench itself)
 NON_IDENTITY_PREFIXES = ("debug.",)
 

@@ -148,14 +148,17 @@ class MambaStage(nn.Module):
     ids, the last applies the final norm and the LM head; others return ``(hidden,
     position_ids)`` (Mamba ignores positions; they travel so every family's stages agree)."""
 
-    def __init__(self, model: nn.Module, lo: int, hi: int) -> None:
+    def __init__(
+        self, model: nn.Module, lo: int, hi: int, embed: bool | None, head: bool | None
+    ) -> None:
         super().__init__()
         backbone = model.backbone
         n_layers = len(backbone.layers)
-        self.embeddings = backbone.embeddings if lo == 0 else None
+        self.embeddings = backbone.embeddings if (lo == 0 if embed is None else embed) else None
         self.layers = nn.ModuleList(backbone.layers[lo:hi])
-        self.norm_f = backbone.norm_f if hi == n_layers else None
-        self.lm_head = model.lm_head if hi == n_layers else None
+        last = hi == n_layers if head is None else head
+        self.norm_f = backbone.norm_f if last else None
+        self.lm_head = model.lm_head if last else None
 
     def forward(
         self, x: torch.Tensor, position_ids: torch.Tensor
@@ -168,6 +171,10 @@ class MambaStage(nn.Module):
         return h, position_ids
 
 
-def pipeline_stage(model: nn.Module, lo: int, hi: int) -> nn.Module:
-    """Blocks ``[lo, hi)`` of ``model`` as a stage (see `MambaStage`)."""
-    return MambaStage(model, lo, hi)
+def pipeline_stage(
+    model: nn.Module, lo: int, hi: int, *, embed: bool | None = None, head: bool | None = None
+) -> nn.Module:
+    """Blocks ``[lo, hi)`` of ``model`` as a stage (see `MambaStage`); ``embed`` / ``head``
+    override whether it embeds token ids (default: ``lo == 0``) and ends in the LM head
+    (default: ``hi`` is the last block)."""
+    return MambaStage(model, lo, hi, embed, head)

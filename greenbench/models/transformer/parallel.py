@@ -45,16 +45,19 @@ class LlamaStage(nn.Module):
     its rotary embeddings and its document-causal mask, computed exactly as `LlamaModel` does.
     """
 
-    def __init__(self, model: nn.Module, lo: int, hi: int) -> None:
+    def __init__(
+        self, model: nn.Module, lo: int, hi: int, embed: bool | None, head: bool | None
+    ) -> None:
         super().__init__()
         inner = model.model
         n_layers = len(inner.layers)
         self.config = model.config
-        self.embed_tokens = inner.embed_tokens if lo == 0 else None
+        self.embed_tokens = inner.embed_tokens if (lo == 0 if embed is None else embed) else None
         self.layers = nn.ModuleList(inner.layers[lo:hi])
         self.rotary_emb = inner.rotary_emb
-        self.norm = inner.norm if hi == n_layers else None
-        self.lm_head = model.lm_head if hi == n_layers else None
+        last = hi == n_layers if head is None else head
+        self.norm = inner.norm if last else None
+        self.lm_head = model.lm_head if last else None
 
     def forward(
         self, x: torch.Tensor, position_ids: torch.Tensor
@@ -75,6 +78,10 @@ class LlamaStage(nn.Module):
         return h, position_ids
 
 
-def pipeline_stage(model: nn.Module, lo: int, hi: int) -> nn.Module:
-    """Layers ``[lo, hi)`` of ``model`` as a stage (see `LlamaStage`)."""
-    return LlamaStage(model, lo, hi)
+def pipeline_stage(
+    model: nn.Module, lo: int, hi: int, *, embed: bool | None = None, head: bool | None = None
+) -> nn.Module:
+    """Layers ``[lo, hi)`` of ``model`` as a stage (see `LlamaStage`); ``embed`` / ``head``
+    override whether it embeds token ids (default: ``lo == 0``) and ends in the LM head
+    (default: ``hi`` is the last layer)."""
+    return LlamaStage(model, lo, hi, embed, head)

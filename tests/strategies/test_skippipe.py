@@ -1,0 +1,134 @@
+"""The SkipPipe runner on four real gloo ranks: a data node, stage 1 on two nodes, stage 2 on one.
+
+A full pipeline (every microbatch through every stage, stage 1's replicas taking turns and
+summing their gradients) trains as one process does; a skipping run trains, visits fewer
+blocks, and records its messages; a node that stops serving mid-run is routed around and the
+run finishes.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+import torch
+import torch.multiprocessing as mp
+from helpers import free_port
+
+from greenbench.data import DataPlan, MarkovSource
+from greenbench.models import FAMILIES, ModelBuilder
+from greenbench.spec import DEFAULTS
+from greenbench.strategies import STRATEGIES, DistContext
+from greenbench.strategies.skippipe.plan import fill_drain_order
+from greenbench.strategies.skippipe.routes import even_paths, make_plan, nodes_by_stage
+from greenbench.vocabulary import Layout
+
+STEPS = 3
+DATA = dict(
+    lengths="fixed", seq_len=32, global_batch=8, micro_batch=1, balance="same-count",
+    cost_model="linear", scale=1.0, seed=3,
+)  # fmt: skip
+
+
+def settings(family: str, **over: object) -> dict:
+    s = {
+        **DEFAULTS,
+        "model.family": family,
+        "strategy": "skippipe",
+        "data.seq_len": DATA["seq_len"],
+        "data.global_batch": DATA["global_batch"],
+        "data.micro_batch": DATA["micro_batch"],
+    }
+    s.update({k.replace("__", "."): v for k, v in over.items()})
+    return s
+
+
+def train(family: str, rank: int, world: int, over: dict) -> dict:
+    builder = ModelBuilder(FAMILIES[family], "tiny", seed=0, kernel="auto")
+    ctx = DistContext(rank, rank, world, torch.device("cpu"), torch.float32)
+    if world == 1:
+        strategy = STRATEGIES["single"](ctx)
+    else:
+        strategy = STRATEGIES["skippipe"](ctx, None, None, Layout(pp=world))
+        strategy.configure(settings(family, **over))
+    model = strategy.apply(builder)
+    optimizer = torch.optim.SGD(strategy.parameters(model), lr=0.5)
+    plan = DataPlan(source=MarkovSource(vocab_size=builder.info.vocab_size, seed=1), **DATA)
+    losses, fractions = [], []
+    for step in range(STEPS):
+        loss, _ = strategy.train_step(model, optimizer, strategy.batch(plan, step))
+        losses.append(loss)
+        fractions.append(strategy.flops_fraction)
+    calls = {(c.dim, c.op) for c in strategy.comm.take()}
+    return {"losses": losses, "calls": calls, "fractions": fractions}
+
+
+def _worker(rank: int, port: int, family: str, over: dict, out: str) -> None:
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=4)
+    try:
+        torch.save(train(family, rank, 4, over), f"{out}.{rank}")
+    finally:
+        dist.destroy_process_group()
+
+
+def run(tmp_path: Path, family: str, **over: object) -> list[dict]:
+    out = str(tmp_path / "rank")
+    mp.spawn(_worker, args=(free_port(), family, over, out), nprocs=4, join=True)
+    return [torch.load(f"{out}.{r}", weights_only=False) for r in range(4)]
+
+
+def test_even_paths_share_stages_and_replicas_evenly():
+    stages = nodes_by_stage((1, 2, 1), set())
+    paths, data = even_paths(stages, 8, 0.5)
+    assert all(len(p) == 1 for p in paths) and set(data) == {0}
+    visits = [n for p in paths for n in p]
+    assert visits.count(3) == 4 and visits.count(1) == visits.count(2) == 2
+    full, _ = even_paths(stages, 4, 0.0)
+    assert full == ((1, 3), (2, 3), (1, 3), (2, 3))
+
+
+def test_a_removed_node_gets_no_work_and_fill_drain_orders_every_task():
+    plan = make_plan((1, 2, 1), microbatches=4, skip=0.0, schedule="full", seed=0, removed={2})
+    assert 2 not in plan.order and all(1 in p for p in plan.paths)
+    again = fill_drain_order(plan.stage_nodes, plan.paths, plan.data_node)
+    assert [k for k, _ in again.order[0]] == ["E"] * 4 + ["L"] * 4 + ["G"] * 4
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", ["transformer", "mamba"])
+def test_a_full_pipeline_trains_as_one_process(tmp_path: Path, family: str):
+    reference = train(family, 0, 1, {})["losses"]
+    ranks = run(tmp_path, family, skippipe__schedule="full")
+    torch.testing.assert_close(ranks[0]["losses"], reference, rtol=1e-4, atol=1e-4)
+    calls = set().union(*(r["calls"] for r in ranks))
+    assert {("pp", "send"), ("pp", "recv"), ("replica", "all_reduce")} <= calls
+    assert ranks[0]["fractions"] == [1.0] * STEPS
+
+
+@pytest.mark.slow
+def test_skipping_half_the_stages_trains_on_half_the_blocks_with_emulated_links(tmp_path: Path):
+    ranks = run(
+        tmp_path, "transformer", emulate__link_latency_ms=2.0, emulate__link_bandwidth_gbps=10.0
+    )
+    losses = ranks[0]["losses"]
+    assert all(torch.isfinite(torch.tensor(losses)))
+    assert ranks[0]["fractions"] == [0.5] * STEPS
+    assert ("pp", "link_delay") in ranks[1]["calls"]
+    assert all(r["losses"] == [0.0] * STEPS for r in ranks[1:])  # only the data node counts
+
+
+@pytest.mark.slow
+def test_a_node_that_stops_serving_is_routed_around_and_the_run_finishes(tmp_path: Path):
+    ranks = run(
+        tmp_path, "transformer", skippipe__schedule="full", skippipe__fail_node=2,
+        skippipe__fail_step=1,
+    )  # fmt: skip
+    assert len(ranks[0]["losses"]) == STEPS and all(x > 0 for x in ranks[0]["losses"])
+    assert ("pp", "send") in ranks[2]["calls"]  # it served in step 0
+    reference = train("transformer", 0, 1, {})["losses"]
+    torch.testing.assert_close(ranks[0]["losses"], reference, rtol=1e-4, atol=1e-4)
