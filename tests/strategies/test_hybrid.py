@@ -81,15 +81,16 @@ def train(family: str, layout: Layout, rank: int, schedule: str) -> dict:
     return {"losses": losses, "params": local, "calls": calls, "counts": strategy.counts_tokens}
 
 
-def _worker(rank: int, port: int, family: str, text: str, schedule: str, out: str) -> None:
+def _worker(rank: int, port: int, family: str, texts: list[str], schedule: str, out: str) -> None:
+    """Every layout in turn on one 4-rank process group (one start-up for all of them)."""
     import torch.distributed as dist
 
-    layout = Layout.parse(text)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
-    dist.init_process_group("gloo", rank=rank, world_size=layout.world)
+    dist.init_process_group("gloo", rank=rank, world_size=4)
     try:
-        torch.save(train(family, layout, rank, schedule), f"{out}.{rank}")
+        results = {text: train(family, Layout.parse(text), rank, schedule) for text in texts}
+        torch.save(results, f"{out}.{rank}")
     finally:
         dist.destroy_process_group()
 
@@ -145,25 +146,34 @@ def _coordinates(layout: Layout, rank: int) -> tuple[list[str], list[int]]:
     return names, list(reversed(coords))
 
 
-def run_layout(tmp_path: Path, family: str, text: str, schedule: str = "1f1b") -> list[dict]:
-    layout = Layout.parse(text)
-    out = str(tmp_path / "rank")
-    mp.spawn(
-        _worker,
-        args=(free_port(), family, text, schedule, out),
-        nprocs=layout.world,
-        join=True,
-    )
-    return [torch.load(f"{out}.{r}", weights_only=False) for r in range(layout.world)]
+def run_layouts(out_dir: Path, family: str, texts: list[str], schedule: str) -> dict:
+    """Layout text -> each rank's results."""
+    out = str(out_dir / f"{family}-{schedule}")
+    mp.spawn(_worker, args=(free_port(), family, texts, schedule, out), nprocs=4, join=True)
+    per_rank = [torch.load(f"{out}.{r}", weights_only=False) for r in range(4)]
+    return {text: [ranks[text] for ranks in per_rank] for text in texts}
+
+
+@pytest.fixture(scope="module")
+def measured(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    """Per family: the single-process losses and every layout's results (run once)."""
+    out = tmp_path_factory.mktemp("hybrid")
+    return {
+        family: {
+            "reference": train(family, Layout(), 0, "1f1b")["losses"],
+            "layouts": run_layouts(out, family, list(LAYOUTS), "1f1b"),
+        }
+        for family in ("transformer", "mamba")
+    }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("text", list(LAYOUTS))
 @pytest.mark.parametrize("family", ["transformer", "mamba"])
-def test_layout_matches_single_process(tmp_path: Path, family: str, text: str):
+def test_layout_matches_single_process(measured: dict, family: str, text: str):
     layout = Layout.parse(text)
-    reference = train(family, Layout(), 0, "1f1b")["losses"]
-    ranks = run_layout(tmp_path, family, text)
+    reference = measured[family]["reference"]
+    ranks = measured[family]["layouts"][text]
     counting = [r for r in ranks if r["counts"]]
     assert len(counting) == layout.dp  # one rank per data-parallel part counts its tokens
     total = [sum(r["losses"][s] for r in counting) for s in range(STEPS)]
@@ -176,8 +186,8 @@ def test_layout_matches_single_process(tmp_path: Path, family: str, text: str):
 
 
 @pytest.mark.slow
-def test_gpipe_schedule_matches_single_process(tmp_path: Path):
-    reference = train("transformer", Layout(), 0, "1f1b")["losses"]
-    ranks = run_layout(tmp_path, "transformer", "dpr1-dps1-tp1-pp4-cp1", "gpipe")
+def test_gpipe_schedule_matches_single_process(measured: dict, tmp_path: Path):
+    text = "dpr1-dps1-tp1-pp4-cp1"
+    ranks = run_layouts(tmp_path, "transformer", [text], "gpipe")[text]
     total = next(r["losses"] for r in ranks if r["counts"])
-    torch.testing.assert_close(total, reference, rtol=1e-4, atol=1e-4)
+    torch.testing.assert_close(total, measured["transformer"]["reference"], rtol=1e-4, atol=1e-4)
