@@ -37,6 +37,17 @@ class RunSpec:
         if strategy == "hybrid":  # its layout is what tells one hybrid run from another
             schedule = f" {s.get('train.pp_schedule', '1f1b')}" if self.layout.pp > 1 else ""
             strategy = f"hybrid[{self.layout.short}{schedule}]"
+        elif strategy == "skippipe":  # its schedule and emulated conditions tell runs apart
+            parts = [s.get("skippipe.schedule", "skippipe"), s.get("skippipe.stages", "")]
+            if parts[0] != "full":
+                parts.append(f"skip={s.get('skippipe.skip', 0):g}")
+            if s.get("emulate.slow_nodes"):
+                parts.append(f"slow={s['emulate.slow_nodes']}×{s.get('emulate.slowdown', 1):g}")
+            if s.get("skippipe.fail_node", -1) >= 0:
+                parts.append(f"fail={s['skippipe.fail_node']}@{s.get('skippipe.fail_step', 0)}")
+            if s.get("skippipe.mode") == "simulate":
+                parts.append("simulated")
+            strategy = f"skippipe[{' '.join(parts)}]"
         return (
             f"{s['model.family']}/{s['model.size']} seq={s['data.seq_len']} "
             f"{s['data.lengths']} {strategy}×{s['nproc'] * s['nnodes']}{quota}"
