@@ -15,10 +15,14 @@ For each it prints, all from this one database:
 * per category, and over every scored run, the median absolute errors against the goals of the
   hybrid issue (≤ 25 % step time, ≤ 15 % memory). A category with no stored run is named as
   such; runs that cannot be scored (variable lengths, a batch that does not divide, no state
-  counted) are listed with the reason.
+  counted) are listed with the reason. Runs during which other processes kept more than
+  ``--max-contention`` cores busy (stored as contended, with the figure in their warning) are
+  left out: on a shared 2-core machine their step times swing by several times. Each
+  configuration is scored once, by its least contended, newest run.
 
     python benchmarks/planner.py [--db greenbench.duckdb] [--calibrate-on single,dp,tp]
                                  [--size SIZE] [--family transformer] [--host HOST]
+                                 [--max-contention 0.5]
 
 The runs it reads come from ``greenbench run`` (e.g. ``--workload data-parallel``, and the
 hybrid layouts with ``--set strategy=hybrid --set layout.tp=2``); nothing is run here. The
@@ -28,6 +32,8 @@ device is `greenbench.plan.host`: each rank its share of this host's cores.
 from __future__ import annotations
 
 import argparse
+import math
+import re
 import statistics
 import sys
 from collections import defaultdict
@@ -47,6 +53,7 @@ from greenbench.vocabulary import Layout
 GOALS = {"step time": 0.25, "memory": 0.15}  #: median absolute error, from the hybrid issue
 KINDS = ("single", "dp", "tp", "pp", "cp", "mixed")
 EXPECTED = ("pp", "cp", "mixed", "other size")  #: what the issue scores the planner on
+CONTENDED = re.compile(r"kept ([0-9.]+) of [0-9]+ cores busy")
 
 
 def kind(layout: Layout) -> str:
@@ -59,6 +66,33 @@ def kind(layout: Layout) -> str:
     }
     used = [k for k, on in parallel.items() if on]
     return "single" if not used else used[0] if len(used) == 1 else "mixed"
+
+
+def contention(run: dict[str, Any]) -> float:
+    """Cores other processes kept busy while ``run`` ran: 0 when it is not stored as contended,
+    else the figure of its warning (`greenbench.running.contention` writes "kept X of N cores
+    busy"), infinite when the warning gives none."""
+    if not run.get("contended"):
+        return 0.0
+    for warning in run.get("warnings") or []:
+        found = CONTENDED.search(str(warning))
+        if found:
+            return float(found.group(1))
+    return math.inf
+
+
+def one_per_configuration(runs: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Of the runs of each configuration (``config_key``), the least contended, newest one."""
+    best: dict[str, dict[str, Any]] = {}
+    for run in runs:
+        key = str(run["config_key"])
+        rank = (contention(run), -run["started_at"].timestamp())
+        if key not in best or rank < (
+            contention(best[key]),
+            -best[key]["started_at"].timestamp(),
+        ):
+            best[key] = run
+    return list(best.values())
 
 
 def layout_of(run: dict[str, Any]) -> Layout:
@@ -134,7 +168,7 @@ def median_abs(values: Iterable[float | None]) -> float | None:
 
 
 def print_table(title: str, rows: list[Scored]) -> None:
-    print(f"\n{title}")
+    print(f"\n{title} (ranks: q = a CPU quota per rank, * = other processes kept some cores busy)")
     header = (
         f"{'run':12}  {'model':16} {'layout':22} {'strategy':8} {'ranks':>6}  "
         f"{'step s meas':>11} {'pred':>8} {'err':>6}  "
@@ -146,6 +180,8 @@ def print_table(title: str, rows: list[Scored]) -> None:
         run, m = s.run, s.m
         world = int(run["nproc"]) * int(run["nnodes"])
         ranks = f"{world}{'q' if run.get('rank_cpu_quota') else ''}"
+        if contention(run):
+            ranks += "*"
         model = "/".join(model_of(run))
         print(
             f"{run['run_id']:12}  {model:16} {m.layout.text:22} {run['strategy']:8} {ranks:>6}  "
@@ -199,6 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size", help="model size to calibrate on (default: the most runs)")
     parser.add_argument("--family", help="model family to calibrate on (default: the most runs)")
     parser.add_argument("--host", help="whose runs (default: this host)")
+    parser.add_argument(
+        "--max-contention",
+        type=float,
+        default=0.5,
+        help="leave out runs during which other processes kept more than this many cores busy "
+        "(default 0.5; a run stored as contended without a figure counts as too many)",
+    )
     args = parser.parse_args(argv)
     kinds = {k.strip() for k in args.calibrate_on.split(",") if k.strip()}
     unknown = kinds - set(KINDS)
@@ -206,8 +249,9 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown kinds {', '.join(sorted(unknown))}; choose of {', '.join(KINDS)}")
 
     try:
-        runs = stored_runs(args.db, HOST, args.host)
-        facts = host_facts(runs)
+        stored = stored_runs(args.db, HOST, args.host)
+        facts = host_facts(stored)
+        runs = one_per_configuration(r for r in stored if contention(r) <= args.max_contention)
         family, size = choose_model(runs, kinds, args.family, args.size)
     except GreenbenchError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -218,13 +262,17 @@ def main(argv: list[str] | None = None) -> int:
 
     calibration_runs = [r for r in runs if in_calibration(r)]
     c = fit(calibration_runs)
-    print(f"{len(runs)} ok CPU run(s) of host {facts.host!r} ({facts.device_type}) in {args.db}")
+    print(f"{len(stored)} ok CPU run(s) of host {facts.host!r} ({facts.device_type}) in {args.db}")
+    busy = [r for r in stored if contention(r) > args.max_contention]
+    if busy:
+        print(f"left out: {len(busy)} run(s) during which other processes kept more than "
+              f"{args.max_contention:g} cores busy (--max-contention): "
+              f"{', '.join(r['run_id'] for r in busy)}")  # fmt: skip
+    repeated = len(stored) - len(busy) - len(runs)
+    if repeated:
+        print(f"left out: {repeated} older or busier run(s) of a configuration scored once")
     print(f"calibrated on {family}/{size}, layouts {', '.join(sorted(kinds))}")
     print_calibration(c, calibration_runs, facts.cores)
-    contended = sum(bool(r.get("contended")) for r in runs)
-    if contended:
-        print(f"note: {contended} of the {len(runs)} runs ran while other processes kept cores "
-              "busy (stored as contended): their times are slower than a quiet host's")  # fmt: skip
 
     devices: dict[int, Any] = {}
     held_out: list[Scored] = []

@@ -4,6 +4,7 @@
   fit").
 * the layout planner (`greenbench plan`, docs/planner.md): `shapes` (the presets as plain
   numbers), `comm` (α–β), `memory` (the one memory model, whose least terms `estimate` takes),
-  `power`, `device`, `cost`, `search` (every valid layout, ranked, its Pareto set),
-  `calibrate` and `measured` (stored runs), `render` and `command` (the CLI's one call).
+  `power`, `device` (a GPU type) and `host` (this host's CPU ranks, from its stored runs),
+  `cost`, `search` (every valid layout, ranked, its Pareto set), `calibrate` and `measured`
+  (stored runs), `render` and `command` (the CLI's one call).
 """

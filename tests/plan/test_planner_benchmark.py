@@ -65,3 +65,25 @@ def test_no_runs_of_this_host_is_one_line_and_exit_2(
     assert benchmark().main(["--db", str(db)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "no CPU run of this host" in err[0]
+
+
+def test_contention_is_read_from_the_runs_warning() -> None:
+    b = benchmark()
+    assert b.contention({"contended": False}) == 0.0
+    busy = "contended: other processes kept 0.42 of 2 cores busy meanwhile (figures may be skewed)"
+    assert b.contention({"contended": True, "warnings": [busy]}) == 0.42
+    assert b.contention({"contended": True, "warnings": ["something else"]}) == float("inf")
+
+
+def test_each_configuration_is_scored_by_its_quietest_newest_run() -> None:
+    from datetime import datetime
+
+    def run(run_id: str, day: int, busy: float | None) -> dict:
+        warnings = [f"contended: other processes kept {busy} of 2 cores busy"] if busy else None
+        return {"run_id": run_id, "config_key": "k", "started_at": datetime(2026, 11, day),
+                "contended": busy is not None, "warnings": warnings}  # fmt: skip
+
+    b = benchmark()
+    runs = [run("old", 1, None), run("new", 2, None), run("busy", 3, 0.3)]
+    picked = b.one_per_configuration(runs)
+    assert [r["run_id"] for r in picked] == ["new"]
