@@ -16,10 +16,11 @@ microbatches round-robin, so ids 0..D−1 are every data node's first.
   among nodes with room, each planned alone. Run first come, first served: microbatches that
   meet on a node queue.
 * `skippipe`: the same stage sets, then collision avoidance (`planner`): each microbatch, in a
-  priority order, takes the path and start time at which it never waits for a node, given
-  those planned before it. A few priority orders are planned (every data node's first
-  microbatch first; the data nodes with the slowest round trips first; seeded shuffles within a
-  round) and the simulator ranks them.
+  priority order, takes the path and timing that finish it first given those planned before it
+  (no-wait: it never queues at a node once started; or wait: each task in its node's earliest
+  free gap). Several priority orders are planned, each both ways (the slowest data node's
+  microbatches first; each round's slowest data node first; by id; seeded shuffles within a
+  round), and the simulator ranks them.
 
 "First come, first served" is the simulator's unplanned run (`simulator.fifo_schedule`); its
 orders become the schedule's, so every builder hands a runner the same thing: paths and a
