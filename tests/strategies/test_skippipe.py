@@ -21,7 +21,7 @@ from greenbench.models import FAMILIES, ModelBuilder
 from greenbench.spec import DEFAULTS
 from greenbench.strategies import STRATEGIES, DistContext
 from greenbench.strategies.skippipe.plan import fill_drain_order
-from greenbench.strategies.skippipe.routes import even_paths, make_plan, nodes_by_stage
+from greenbench.strategies.skippipe.routes import Costs, even_paths, make_plan, nodes_by_stage
 from greenbench.vocabulary import Layout
 
 STEPS = 3
@@ -92,11 +92,34 @@ def test_even_paths_share_stages_and_replicas_evenly():
     assert full == ((1, 3), (2, 3), (1, 3), (2, 3))
 
 
+COSTS = Costs(
+    layers_per_stage=2, forward_flops_per_sample_layer=4e8, data_node_flops_per_sample=1.3e8,
+    activation_bytes_per_sample=1 << 18, samples_per_microbatch=1, latency_ms=10.0,
+    bandwidth_gbps=1.0, slowdown={},
+)  # fmt: skip
+
+
 def test_a_removed_node_gets_no_work_and_fill_drain_orders_every_task():
-    plan = make_plan((1, 2, 1), microbatches=4, skip=0.0, schedule="full", seed=0, removed={2})
-    assert 2 not in plan.order and all(1 in p for p in plan.paths)
+    plan = make_plan(
+        (1, 2, 1), microbatches=4, skip=0.0, schedule="full", seed=0, removed={2}, costs=COSTS
+    )
+    assert 2 not in plan.order and all(p == (1, 3) for p in plan.paths)
     again = fill_drain_order(plan.stage_nodes, plan.paths, plan.data_node)
     assert [k for k, _ in again.order[0]] == ["E"] * 4 + ["L"] * 4 + ["G"] * 4
+
+
+def test_skippipe_routes_around_a_slow_replica():
+    costs = Costs(
+        layers_per_stage=2, forward_flops_per_sample_layer=4e8, data_node_flops_per_sample=1.3e8,
+        activation_bytes_per_sample=1 << 18, samples_per_microbatch=1, latency_ms=10.0,
+        bandwidth_gbps=1.0, slowdown={2: 3.0},
+    )  # fmt: skip
+    even = make_plan((1, 2, 1), microbatches=8, skip=0.5, schedule="skippipe", seed=0,
+                     removed=set(), costs=COSTS)  # fmt: skip
+    around = make_plan((1, 2, 1), microbatches=8, skip=0.5, schedule="skippipe", seed=0,
+                       removed=set(), costs=costs)  # fmt: skip
+    visits = [n for p in around.paths for n in p]
+    assert visits.count(2) < [n for p in even.paths for n in p].count(2)
 
 
 @pytest.mark.slow

@@ -1,17 +1,47 @@
-"""A SkipPipe run's plans: stages' layers, and each iteration's paths and task order.
+"""A SkipPipe run's plans: the stages' layers, and each iteration's paths and task order.
 
-The paths come from the scheduler in `greenbench.plan.skippipe` when it offers one for the
-run's nodes; `even_paths` is the fallback this module makes itself: every microbatch visits
-``round((S−1)·(1−skip))`` of the ``S−1`` stages of blocks, in stage order, the subsets taken in
-turn so every stage gets an even share, and a stage's visits go to its nodes in turn.
-``schedule = "full"`` (or ``skip = 0``) is a full pipeline: every stage, GPipe order.
+The paths and each node's order come from the scheduler in `greenbench.plan.skippipe`, on a
+`Topology` of the run's own nodes: one host (every link at the emulated latency and bandwidth),
+each node's compute time per sample and layer (an estimate from the model's FLOPs at an assumed
+rate: the scheduler needs only the ratio of compute to link time, and the straggler's factor,
+which is exact), SkipPipe's memory cap of three microbatches in flight per node.
+The data node holds no blocks: its cost is its embedding and head. ``random`` takes random
+stage subsets, ``skippipe`` the scheduler's own plan (collision-free, cost-aware: it routes
+around a slow node). ``schedule = "full"`` is the baseline, a full pipeline in GPipe order:
+`even_paths` with no skip (every microbatch through every stage, a stage's replicas taking
+microbatches in turn) and fill-drain order on every node. A node that stopped serving is left
+out.
 """
 
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
+from greenbench.plan.skippipe import scheduler
+from greenbench.plan.skippipe.network import uniform_network
+from greenbench.plan.skippipe.schedule import IterationShape, runner_order
+from greenbench.plan.skippipe.topology import build_topology
 from greenbench.strategies.skippipe.plan import Plan, fill_drain_order
+
+#: the compute rate the plan assumes for one node (FLOP/s): it sets only the ratio of compute to
+#: the emulated links, not any measured figure
+PLANNING_FLOPS = 2e10
+MEMORY_MICROBATCHES = 3  # SkipPipe's cap on microbatches in flight per node
+
+
+@dataclass(frozen=True, slots=True)
+class Costs:
+    """What the scheduler weighs: per-node slowdown, the links, one microbatch's size."""
+
+    layers_per_stage: int
+    forward_flops_per_sample_layer: float
+    data_node_flops_per_sample: float  # embedding and head (the data node holds no blocks)
+    activation_bytes_per_sample: int
+    samples_per_microbatch: int
+    latency_ms: float
+    bandwidth_gbps: float  # 0: unlimited
+    slowdown: dict[int, float]
 
 
 def stage_layers(layers: int, stages: int) -> list[tuple[int, int]]:
@@ -37,7 +67,7 @@ def nodes_by_stage(counts: tuple[int, ...], removed: set[int]) -> tuple[tuple[in
 def even_paths(
     stage_nodes: tuple[tuple[int, ...], ...], microbatches: int, skip: float
 ) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
-    """(paths, data node per microbatch) as the module docstring says."""
+    """(paths, data node per microbatch) of the plain plan (module docstring)."""
     block_stages = list(range(1, len(stage_nodes)))
     visit = max(1, round(len(block_stages) * (1 - skip)))
     subsets = list(itertools.combinations(block_stages, visit))
@@ -64,11 +94,51 @@ def make_plan(
     schedule: str,
     seed: int,
     removed: set[int],
+    costs: Costs,
 ) -> Plan:
     """One iteration's plan for nodes ``counts`` per stage without ``removed``."""
     stage_nodes = nodes_by_stage(counts, removed)
     if any(not nodes for nodes in stage_nodes):
-        raise RuntimeError("a stage has no serving node left: its layers cannot be skipped by all")
-    paths, data = even_paths(stage_nodes, microbatches, 0.0 if schedule == "full" else skip)
-    del seed
-    return fill_drain_order(stage_nodes, paths, data)
+        raise RuntimeError("every node of a stage stopped serving: no path can visit it")
+    if microbatches % len(stage_nodes[0]):
+        raise RuntimeError(
+            f"{microbatches} microbatches do not split over {len(stage_nodes[0])} data nodes"
+        )
+    ranks = [n for nodes in stage_nodes for n in nodes]  # topology index -> rank
+    stages = [s for s, nodes in enumerate(stage_nodes) for _ in nodes]
+    bandwidth = costs.bandwidth_gbps * 1e9 / 8 / 2**30 if costs.bandwidth_gbps > 0 else 1e6
+    topology = build_topology(
+        ["local"] * len(ranks),
+        stages,
+        uniform_network(("local",), latency_ms=costs.latency_ms, bandwidth_gib_s=bandwidth),
+        layers_per_stage=costs.layers_per_stage,
+        samples_per_microbatch=costs.samples_per_microbatch,
+        activation_bytes_per_sample=costs.activation_bytes_per_sample,
+        compute_s_per_sample_layer=[
+            (
+                costs.data_node_flops_per_sample / costs.layers_per_stage
+                if stage == 0
+                else costs.forward_flops_per_sample_layer
+            )
+            / PLANNING_FLOPS
+            for stage in stages
+        ],
+        slowdown=[costs.slowdown.get(r, 1.0) for r in ranks],
+        memory_microbatches=MEMORY_MICROBATCHES,
+    )
+    if schedule == "full":  # every stage, a stage's replicas in turn, fill-drain (GPipe) order
+        paths, data = even_paths(stage_nodes, microbatches, 0.0)
+        return fill_drain_order(stage_nodes, paths, data)
+    per_data_node = microbatches // len(stage_nodes[0])
+    shape = IterationShape.from_skip_ratio(len(stage_nodes), skip, per_data_node)
+    if schedule == "random":
+        planned = scheduler.random_skip(topology, shape, seed=seed)
+    else:
+        planned = scheduler.skippipe(topology, shape, seed=seed)
+    order = runner_order(planned, topology)
+    return Plan(
+        stage_nodes=stage_nodes,
+        paths=tuple(tuple(ranks[n] for n in mb.path[1:-1]) for mb in planned.microbatches),
+        data_node=tuple(ranks[mb.data_node] for mb in planned.microbatches),
+        order={ranks[i]: tasks for i, tasks in order.items()},
+    )

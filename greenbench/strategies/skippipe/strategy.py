@@ -45,7 +45,7 @@ from greenbench.comm import tensor_bytes
 from greenbench.errors import SpecError
 from greenbench.strategies.base import StepTimes, Strategy, synchronize
 from greenbench.strategies.skippipe.plan import Plan
-from greenbench.strategies.skippipe.routes import make_plan, stage_layers
+from greenbench.strategies.skippipe.routes import Costs, make_plan, stage_layers
 from greenbench.vocabulary import Layout
 
 if TYPE_CHECKING:
@@ -143,17 +143,21 @@ class SkipPipe(Strategy):
         return self.ctx.rank
 
     def plan_for(self, step: int) -> Plan:
+        """The plan of iteration ``step``: one per set of serving nodes (made once)."""
         s = self.settings
         failed = s["skippipe.fail_node"]
-        gone = {failed} if failed >= 0 and step >= s["skippipe.fail_step"] else set()
-        return make_plan(
-            self.counts,
-            microbatches=self.microbatches,
-            skip=s["skippipe.skip"],
-            schedule=s["skippipe.schedule"],
-            seed=s["seed"] + step,
-            removed=gone,
-        )
+        gone = frozenset({failed} if failed >= 0 and step >= s["skippipe.fail_step"] else ())
+        if gone not in self.plans:
+            self.plans[gone] = make_plan(
+                self.counts,
+                microbatches=self.microbatches,
+                skip=s["skippipe.skip"],
+                schedule=s["skippipe.schedule"],
+                seed=s["seed"],
+                removed=set(gone),
+                costs=self.costs,
+            )
+        return self.plans[gone]
 
     def apply(self, builder: ModelBuilder) -> torch.nn.Module:
         family = builder.family
@@ -165,6 +169,21 @@ class SkipPipe(Strategy):
         self.bounds = stage_layers(layers, len(self.counts) - 1)
         self.layers_total = layers
         self.width = builder.info.d_model
+        from greenbench.models.flops import flops_per_token
+
+        info = builder.info
+        per_layer = flops_per_token(info, self.seq_len) / 3 / layers  # forward, one block
+        self.costs = Costs(
+            layers_per_stage=max(hi - lo for lo, hi in self.bounds),
+            forward_flops_per_sample_layer=per_layer * self.seq_len,
+            data_node_flops_per_sample=2 * info.d_model * info.vocab_size * self.seq_len,
+            activation_bytes_per_sample=self.seq_len * info.d_model * 4,
+            samples_per_microbatch=self.micro_batch,
+            latency_ms=self.latency_s * 1000.0,
+            bandwidth_gbps=self.settings["emulate.link_bandwidth_gbps"],
+            slowdown={n: self.slowdown for n in self.slow},
+        )
+        self.plans: dict[frozenset[int], Plan] = {}
         if self.stage == 0:
             self.embed = family.pipeline_stage(model, 0, 0, embed=True, head=False)
             self.head = family.pipeline_stage(model, layers, layers, embed=False, head=True)
