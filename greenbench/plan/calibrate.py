@@ -87,9 +87,24 @@ def device_share(run: dict[str, Any]) -> float:
     return cores_per_rank(cores, int(run["nproc"]))
 
 
+def mesh_dims(dim: str) -> tuple[str, ...]:
+    """The layout degrees a record's ``dim`` names: one (``tp``), several joined by ``_`` for a
+    flattened group (the hybrid strategy's FSDP over ``dp_shard_cp``), or none (``world``)."""
+    found: list[str] = []
+    rest = dim
+    while rest:
+        name = next((d for d in DEGREES if rest == d or rest.startswith(f"{d}_")), None)
+        if name is None:
+            return ()
+        found.append(name)
+        rest = rest[len(name) + 1 :]
+    return tuple(found)
+
+
 def _group_size(run: dict[str, Any], dim: str) -> int:
-    if dim in DEGREES and run.get(dim):
-        return int(run[dim])
+    dims = mesh_dims(dim)
+    if dims and all(run.get(d) for d in dims):
+        return math.prod(int(run[d]) for d in dims)
     return int(run["nproc"]) * int(run["nnodes"])
 
 
@@ -97,10 +112,12 @@ def _crosses_nodes(run: dict[str, Any], dim: str) -> bool:
     """Whether a ``dim`` group of ``run`` spans nodes (ranks numbered along `MESH_ORDER`)."""
     if int(run["nnodes"]) == 1:
         return False
-    if dim not in DEGREES:
+    dims = mesh_dims(dim)
+    if not dims:
         return True
-    inner = math.prod(int(run.get(d) or 1) for d in MESH_ORDER[MESH_ORDER.index(dim) + 1 :])
-    return inner * _group_size(run, dim) > int(run["nproc"])
+    outer = min(dims, key=MESH_ORDER.index)  # a flattened group spans its outermost dim's span
+    inner = math.prod(int(run.get(d) or 1) for d in MESH_ORDER[MESH_ORDER.index(outer) + 1 :])
+    return inner * int(run.get(outer) or 1) > int(run["nproc"])
 
 
 def fit_link(rows: list[tuple[float, float, float]]) -> Link | None:

@@ -24,9 +24,10 @@ One optimizer step moves ``global_batch × seq_len`` tokens. Each data-parallel 
     ``d_inner × d_state`` along the ranks forward and back;
   - pp: per microbatch, one activation forward and one gradient backward between stages,
     ``tokens/cp × d × bytes`` (the residual stream is whole on every tp rank, each sends its own);
-  - dp_shard (FSDP): per microbatch, the stage's parameters gathered twice (forward, backward)
-    in the activation dtype and the gradients reduce-scattered in fp32, one call per FSDP unit
-    (each block, and the root);
+  - dp_shard (FSDP, over ``dp_shard × cp`` ranks: the context-parallel ranks shard with the
+    data-parallel ones, as torchtitan does): per microbatch, the stage's parameters gathered
+    twice (forward, backward) in the activation dtype and the gradients reduce-scattered in
+    fp32, one call per FSDP unit (each block, and the root);
   - dp_replicate: once per step, an all-reduce of the fp32 gradients each replica holds.
   tp, cp and pp communication lies on the critical path. Data-parallel communication of the
   dimensions the device overlaps (`DeviceModel.overlapped`: on GPUs both, as FSDP prefetches on
@@ -46,7 +47,7 @@ from dataclasses import dataclass
 
 from greenbench.plan import comm
 from greenbench.plan.device import DeviceModel
-from greenbench.plan.memory import Memory, per_device, stage_params
+from greenbench.plan.memory import Memory, fsdp_shards, per_device, stage_params
 from greenbench.plan.shapes import ModelShape
 from greenbench.vocabulary import MESH_ORDER, Layout
 
@@ -164,19 +165,20 @@ def communication(
     if layout.pp > 1:
         critical += 2 * m * comm.point_to_point(act, link_of(layout, "pp", device))
     params = max(stage_params(shape, layout, last=last) for last in (False, True))
+    shards = fsdp_shards(layout)
     overlapped = 0.0
-    if layout.dp_shard > 1:
+    if shards > 1:  # FSDP over dp_shard × cp; its group spans dp_shard's, cp inside it
         link = link_of(layout, "dp_shard", device)
         units = blocks + 1
-        gather = comm.all_gather(params * batch.activation_bytes, layout.dp_shard, link, units)
-        scatter = comm.reduce_scatter(params * GRAD_BYTES, layout.dp_shard, link, units)
+        gather = comm.all_gather(params * batch.activation_bytes, shards, link, units)
+        scatter = comm.reduce_scatter(params * GRAD_BYTES, shards, link, units)
         seconds = m * (2 * gather + scatter)
         if "dp_shard" in device.overlapped:
             overlapped += seconds
         else:
             critical += seconds
     if layout.dp_replicate > 1:
-        grads = params / layout.dp_shard * GRAD_BYTES
+        grads = params / shards * GRAD_BYTES
         link = link_of(layout, "dp_replicate", device)
         seconds = comm.all_reduce(grads, layout.dp_replicate, link)
         if "dp_replicate" in device.overlapped:

@@ -8,14 +8,16 @@ Terms, per device, for AdamW training with fp32 master weights (the models are b
 bf16 runs autocast, so the state is fp32 either way):
 
 * model state: parameter, gradient and AdamW's two moments, 4 bytes each, 16 bytes per
-  parameter of the device's pipeline stage, divided by the degrees that split it: ``dp_shard``
-  (FSDP shards all of it) and ``tp`` (each rank holds a slice of every block matrix; the
-  blocks' RMSNorm weights, the embedding, the final norm and the LM head stay whole, as the
-  models' tensor-parallel plans leave them). ``dp_replicate`` and ``cp`` split nothing of it. A
-  pipeline stage holds ``ceil(layers / pp)`` blocks plus the embedding (first stage) or the
-  final norm and LM head (last stage); the larger stage counts.
-* gather buffers: with ``dp_shard > 1`` FSDP unshards one block for compute and prefetches the
-  next: two blocks' parameters in the activation dtype, their tp slice.
+  parameter of the device's pipeline stage, divided by the degrees that split it:
+  ``dp_shard × cp`` (FSDP shards all of it over the data-parallel shards and the
+  context-parallel ranks together, as torchtitan and the hybrid strategy do: cp ranks hold the
+  same parameters) and ``tp`` (each rank holds a slice of every block matrix; the blocks'
+  RMSNorm weights, the embedding, the final norm and the LM head stay whole, as the models'
+  tensor-parallel plans leave them). ``dp_replicate`` splits nothing of it. A pipeline stage
+  holds ``ceil(layers / pp)`` blocks plus the embedding (first stage) or the final norm and LM
+  head (last stage); the larger stage counts.
+* gather buffers: with ``dp_shard × cp > 1`` FSDP unshards one block for compute and prefetches
+  the next: two blocks' parameters in the activation dtype, their tp slice.
 * activations: what autograd keeps saved for backward of one microbatch, per token and block,
   in the activation dtype (2 bytes bf16, 4 fp32), without recompute — counted from the tensors
   the project's models save (`greenbench.running.state_memory` counts the same on real runs).
@@ -32,7 +34,9 @@ bf16 runs autocast, so the state is fp32 either way):
   and the gated output), ``x_proj``'s output (``dt_rank + 2·d_state``), the scan's B and C
   (``2·d_state``) and the project's chunked scan's saved states (``d_state · d_inner`` every
   `SCAN_CHUNK` tokens), plus ``A`` and ``−A`` once per block (``2·d_inner·d_state``).
-  Tokens of a microbatch are split by ``cp``. Tensor parallelism (Megatron's, without sequence
+  Tokens of a microbatch are split by ``cp``; the project's ring attention (``cp > 1``) keeps
+  one more ``d`` per token, its output copied back into the attention layout for ``o_proj``
+  (flash attention returns that layout directly). Tensor parallelism (Megatron's, without sequence
   parallelism, as the project's plans apply it) splits what lies between a column-wise and a
   row-wise projection (Q, K, V, attention, the MLP's inner tensors; Mamba's inner channels) by
   ``tp``; the residual stream, the norms and ``x_proj``'s output stay whole on every rank. A
@@ -79,7 +83,7 @@ def residual_bytes(tokens: float, d_model: int, n_layers: int, activation_bytes:
     return tokens * d_model * activation_bytes * n_layers
 
 
-def _block_activation_terms(shape: ModelShape) -> tuple[float, float]:
+def _block_activation_terms(shape: ModelShape, cp: int = 1) -> tuple[float, float]:
     """(elements per token every tp rank keeps whole, elements per token tp splits) of one
     block (module docstring)."""
     d = shape.d_model
@@ -87,13 +91,19 @@ def _block_activation_terms(shape: ModelShape) -> tuple[float, float]:
         inner, n = shape.d_inner or 0, shape.d_state or 0
         return 3.0 * d + 1 + shape.dt_rank + 4.0 * n, 9.0 * inner + n * inner / SCAN_CHUNK
     heads, ffn = shape.n_heads or 0, shape.d_ffn or 0
-    return 2 * (3.0 * d + 1), 2.0 * d + 2.0 * shape.kv_dim + heads + 4.0 * ffn
+    ring = d if cp > 1 else 0  # the ring attention's output, copied back for o_proj
+    return 2 * (3.0 * d + 1), 2.0 * d + 2.0 * shape.kv_dim + heads + 4.0 * ffn + ring
 
 
-def block_activation_elements(shape: ModelShape, tp: int = 1) -> float:
-    """Elements one block keeps for backward, per token, on one of ``tp`` ranks."""
-    whole, split = _block_activation_terms(shape)
+def block_activation_elements(shape: ModelShape, tp: int = 1, cp: int = 1) -> float:
+    """Elements one block keeps for backward, per token, on one of ``tp`` ranks (of ``cp``)."""
+    whole, split = _block_activation_terms(shape, cp)
     return whole + split / tp
+
+
+def fsdp_shards(layout: Layout) -> int:
+    """Ranks FSDP shards the state over: the data-parallel shards and the cp ranks together."""
+    return layout.dp_shard * layout.cp
 
 
 def block_activation_constant(shape: ModelShape, tp: int = 1) -> float:
@@ -159,14 +169,15 @@ def per_device(
     block = block_params_on_rank(shape, layout.tp)
     tokens = micro_batch * seq_len / layout.cp
     per_block = (
-        tokens * block_activation_elements(shape, layout.tp)
+        tokens * block_activation_elements(shape, layout.tp, layout.cp)
         + block_activation_constant(shape, layout.tp)
     ) * activation_bytes
-    buffers = 2 * block * activation_bytes if layout.dp_shard > 1 else 0.0
+    shards = fsdp_shards(layout)
+    buffers = 2 * block * activation_bytes if shards > 1 else 0.0
     final_norm = tokens * head_activation_elements(shape) * activation_bytes
     logits = logits_bytes(tokens, shape.vocab_size)
     last = Memory(
-        state_bytes(stage_params(shape, layout, last=True), layout.dp_shard),
+        state_bytes(stage_params(shape, layout, last=True), shards),
         buffers,
         per_block * layers + final_norm,
         logits,
@@ -175,7 +186,7 @@ def per_device(
         return last
     in_flight = min(microbatches, layout.pp)
     first = Memory(
-        state_bytes(stage_params(shape, layout, last=False), layout.dp_shard),
+        state_bytes(stage_params(shape, layout, last=False), shards),
         buffers,
         per_block * layers * in_flight,
         0.0,

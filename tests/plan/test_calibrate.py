@@ -76,3 +76,12 @@ def test_no_device_type_other_than_the_tables(gpu_db: Path) -> None:
 def test_an_a100_calibration_reads_only_the_a100_run(gpu_db: Path) -> None:
     c = calibrate(gpu_db, "a100")
     assert c.runs["sustained_flops"] == 1 and c.fast is None  # one size: α, β not separable
+
+
+def test_record_dims_name_their_degrees() -> None:
+    from greenbench.plan.calibrate import mesh_dims
+
+    assert mesh_dims("tp") == ("tp",)
+    assert mesh_dims("dp_shard") == ("dp_shard",)
+    assert mesh_dims("dp_shard_cp") == ("dp_shard", "cp")  # the hybrid's flattened FSDP group
+    assert mesh_dims("world") == () and mesh_dims("dp_shardx") == ()

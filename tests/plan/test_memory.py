@@ -61,14 +61,24 @@ def test_each_degree_divides_what_it_splits() -> None:
     m = memory.per_device(
         SEVEN_B, layout, micro_batch=2, seq_len=4096, activation_bytes=2, microbatches=4
     )
-    # dp_shard splits everything, tp the block matrices only; not dpr, not cp
+    # FSDP shards everything over dp_shard × cp, tp the block matrices only; not dpr
     block = (PER_LAYER - NORMS) / 2 + NORMS
-    assert m.state_b == pytest.approx(16 * (L * block + EMB + HEAD) / 4)
+    assert m.state_b == pytest.approx(16 * (L * block + EMB + HEAD) / (4 * 2))
     assert m.buffers_b == pytest.approx(2 * block * 2)  # two blocks in bf16, their tp slice
     tokens = 2 * 4096 / 2  # micro-batch × seq over cp
-    assert m.activations_b == pytest.approx(tokens * ((WHOLE + SPLIT / 2) * L + FINAL) * 2)
+    ring = D  # cp > 1: the ring attention's output copied back for o_proj, split by tp
+    assert m.activations_b == pytest.approx(tokens * ((WHOLE + (SPLIT + ring) / 2) * L + FINAL) * 2)
     assert m.logits_b == tokens * V * 4
     assert m.model_state_b == m.total_b - m.buffers_b
+
+
+def test_context_parallel_ranks_shard_the_state_with_fsdp() -> None:
+    m = memory.per_device(
+        SEVEN_B, Layout(cp=2), micro_batch=1, seq_len=4096, activation_bytes=2, microbatches=1
+    )
+    assert m.state_b == pytest.approx(16 * N / 2)
+    assert m.buffers_b == pytest.approx(2 * PER_LAYER * 2)  # FSDP gathers over the cp ranks
+    assert memory.fsdp_shards(Layout(dp_shard=4, cp=2, tp=2)) == 8
 
 
 def test_a_pipeline_counts_the_busier_of_its_end_stages() -> None:
