@@ -67,6 +67,9 @@ DEFAULTS: dict[str, Any] = {
     # SkipPipe (strategy=skippipe): nodes per stage (data nodes first), the share of the other
     # stages each microbatch skips, the paths' scheduler, a node that stops serving mid-run
     "skippipe.mode": "real",  # real | simulate (the discrete-event simulator, labelled)
+    # the simulated network: local (the run's own nodes on one host, emulate.link_* links) |
+    # gcp12 (SkipPipe's published 20 nodes over 12 GCP regions; skippipe.stages=5-3-3-3-3-3)
+    "skippipe.network": "local",
     "skippipe.stages": "1-2-1",
     "skippipe.skip": 0.5,
     "skippipe.schedule": "skippipe",  # skippipe | random | full (every stage: GPipe order)
@@ -99,6 +102,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.balance": ("auto", "same-count", "sampler", "balanced-cost"),
     "train.pp_schedule": ("1f1b", "gpipe"),
     "skippipe.mode": ("real", "simulate"),
+    "skippipe.network": ("local", "gcp12"),
     "skippipe.schedule": ("skippipe", "random", "full"),
     "energy.source": ("auto", "nvml", "zeus", "rapl", "estimate"),
 }

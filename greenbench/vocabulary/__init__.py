@@ -6,7 +6,13 @@ the `Layout` value, and the `RunSpec` a configuration is run from. The spec, the
 store, compare, reports and the dashboard import it; it imports nothing of theirs.
 """
 
-from greenbench.vocabulary.energy import MEASURED_SOURCES, SOURCES, energy_label
+from greenbench.vocabulary.energy import (
+    MEASURED_SOURCES,
+    SIMULATED_SOURCE,
+    SOURCES,
+    energy_label,
+    is_simulated,
+)
 from greenbench.vocabulary.identity import (
     NON_IDENTITY_KEYS,
     NON_IDENTITY_PREFIXES,
@@ -37,6 +43,7 @@ __all__ = [
     "NON_IDENTITY_KEYS",
     "NON_IDENTITY_PREFIXES",
     "SAME_CONFIGURATION",
+    "SIMULATED_SOURCE",
     "SOURCES",
     "Better",
     "Layout",
@@ -46,5 +53,6 @@ __all__ = [
     "energy_label",
     "identity",
     "is_identity_key",
+    "is_simulated",
     "resolve_layout",
 ]

@@ -32,8 +32,15 @@ def _skippipe(s: Mapping[str, Any]) -> bool:
     return s.get("strategy") == "skippipe"
 
 
+def _simulated_skippipe(s: Mapping[str, Any]) -> bool:
+    """A simulated SkipPipe run: only it has a network to choose (a real run's nodes are its
+    ranks), so real runs' identities stay as they were."""
+    return _skippipe(s) and s.get("skippipe.mode") == "simulate"
+
+
 APPLIES_WHEN = {
     "train.pp_schedule": lambda s: s.get("layout.pp", 1) not in (1, "auto"),
+    "skippipe.network": _simulated_skippipe,
     **{
         key: _skippipe
         for key in (

@@ -46,12 +46,24 @@ class RunSpec:
             if s.get("skippipe.fail_node", -1) >= 0:
                 parts.append(f"fail={s['skippipe.fail_node']}@{s.get('skippipe.fail_step', 0)}")
             if s.get("skippipe.mode") == "simulate":
-                parts.append("simulated")
+                return self._simulated_name(parts)
             strategy = f"skippipe[{' '.join(parts)}]"
         return (
             f"{s['model.family']}/{s['model.size']} seq={s['data.seq_len']} "
             f"{s['data.lengths']} {strategy}×{s['nproc'] * s['nnodes']}{quota}"
         )
+
+    def _simulated_name(self, parts: list[str]) -> str:
+        """A simulated SkipPipe run's name: its network and its simulated nodes; on ``gcp12``
+        the published experiment's model and context instead of the settings'."""
+        s = self.settings
+        network = s.get("skippipe.network", "local")
+        nodes = sum(int(p) for p in str(s.get("skippipe.stages", "")).split("-") if p.strip())
+        what = f"skippipe[{' '.join([*parts, 'simulated', network])}]×{nodes}"
+        if network == "gcp12":
+            return f"published/24-layer seq=1024 {what}"
+        model = f"{s['model.family']}/{s['model.size']}"
+        return f"{model} seq={s['data.seq_len']} {s['data.lengths']} {what}"
 
     def identity(self) -> dict[str, Any]:
         """The settings that define "the same configuration" (for config_key)."""

@@ -11,18 +11,34 @@ around a slow node). ``schedule = "full"`` is the baseline, a full pipeline in G
 `even_paths` with no skip (every microbatch through every stage, a stage's replicas taking
 microbatches in turn) and fill-drain order on every node. A node that stopped serving is left
 out.
+
+The same topology and plans serve the simulated mode (``skippipe.mode = "simulate"``,
+`greenbench.running.simulated`): `run_costs` prices a run's nodes from its settings,
+`local_topology` builds their `Topology`, and `as_schedule` turns the runner's plan back into
+the simulator's `Schedule`, so what is simulated is what the runner would execute.
 """
 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from greenbench.plan.skippipe import scheduler
 from greenbench.plan.skippipe.network import uniform_network
-from greenbench.plan.skippipe.schedule import IterationShape, runner_order
-from greenbench.plan.skippipe.topology import build_topology
+from greenbench.plan.skippipe.schedule import (
+    IterationShape,
+    Microbatch,
+    Schedule,
+    Task,
+    runner_order,
+)
+from greenbench.plan.skippipe.topology import Topology, build_topology
 from greenbench.strategies.skippipe.plan import Plan, fill_drain_order
+
+if TYPE_CHECKING:
+    from greenbench.models import ModelInfo
 
 #: the compute rate the plan assumes for one node (FLOP/s): it sets only the ratio of compute to
 #: the emulated links, not any measured figure
@@ -42,6 +58,75 @@ class Costs:
     latency_ms: float
     bandwidth_gbps: float  # 0: unlimited
     slowdown: dict[int, float]
+
+
+def run_costs(settings: Mapping[str, Any], info: ModelInfo, layers: int) -> Costs:
+    """What the scheduler weighs for a run of ``settings`` on a model of ``layers`` blocks
+    (``info``): per-layer forward FLOPs and the data node's embedding and head at the run's
+    sequence length, fp32 activations, the emulated links, the slow nodes' factor."""
+    from greenbench.models.flops import flops_per_token
+
+    seq_len = settings["data.seq_len"]
+    counts = [int(p) for p in str(settings["skippipe.stages"]).split("-") if p.strip()]
+    slow = {int(p) for p in str(settings["emulate.slow_nodes"]).split("-") if p.strip()}
+    bounds = stage_layers(layers, len(counts) - 1)
+    per_layer = flops_per_token(info, seq_len) / 3 / layers  # forward, one block
+    return Costs(
+        layers_per_stage=max(hi - lo for lo, hi in bounds),
+        forward_flops_per_sample_layer=per_layer * seq_len,
+        data_node_flops_per_sample=2 * info.d_model * info.vocab_size * seq_len,
+        activation_bytes_per_sample=seq_len * info.d_model * 4,
+        samples_per_microbatch=settings["data.micro_batch"],
+        latency_ms=float(settings["emulate.link_latency_ms"]),
+        bandwidth_gbps=settings["emulate.link_bandwidth_gbps"],
+        slowdown={n: float(settings["emulate.slowdown"]) for n in slow},
+    )
+
+
+def local_topology(
+    stage_nodes: tuple[tuple[int, ...], ...], costs: Costs
+) -> tuple[Topology, tuple[int, ...]]:
+    """The `Topology` of a run's serving nodes on one host (module docstring), and the rank of
+    each of its nodes (topology index → rank)."""
+    ranks = tuple(n for nodes in stage_nodes for n in nodes)
+    stages = [s for s, nodes in enumerate(stage_nodes) for _ in nodes]
+    bandwidth = costs.bandwidth_gbps * 1e9 / 8 / 2**30 if costs.bandwidth_gbps > 0 else 1e6
+    topology = build_topology(
+        ["local"] * len(ranks),
+        stages,
+        uniform_network(("local",), latency_ms=costs.latency_ms, bandwidth_gib_s=bandwidth),
+        layers_per_stage=costs.layers_per_stage,
+        samples_per_microbatch=costs.samples_per_microbatch,
+        activation_bytes_per_sample=costs.activation_bytes_per_sample,
+        compute_s_per_sample_layer=[
+            (
+                costs.data_node_flops_per_sample / costs.layers_per_stage
+                if stage == 0
+                else costs.forward_flops_per_sample_layer
+            )
+            / PLANNING_FLOPS
+            for stage in stages
+        ],
+        slowdown=[costs.slowdown.get(r, 1.0) for r in ranks],
+        memory_microbatches=MEMORY_MICROBATCHES,
+    )
+    return topology, ranks
+
+
+def as_schedule(plan: Plan, ranks: tuple[int, ...], name: str) -> Schedule:
+    """``plan`` as the simulator's `Schedule` on the topology whose node ``i`` is rank
+    ``ranks[i]`` (`local_topology`): the same paths, every node's tasks in the runner's order
+    (``E``, ``L``, ``G`` on a data node are its ``F``, ``L``, ``B``), no release times (the
+    runner starts a microbatch when its data node's order reaches it)."""
+    index = {rank: i for i, rank in enumerate(ranks)}
+    phase = {"E": "F", "G": "B", "F": "F", "L": "L", "B": "B"}
+    mbs = tuple(
+        Microbatch(m, tuple(index[n] for n in plan.route(m))) for m in range(len(plan.paths))
+    )
+    order = tuple(
+        tuple(Task(m, phase[kind]) for kind, m in plan.order.get(rank, ())) for rank in ranks
+    )
+    return Schedule(name, mbs, order)
 
 
 def stage_layers(layers: int, stages: int) -> list[tuple[int, int]]:
@@ -104,28 +189,7 @@ def make_plan(
         raise RuntimeError(
             f"{microbatches} microbatches do not split over {len(stage_nodes[0])} data nodes"
         )
-    ranks = [n for nodes in stage_nodes for n in nodes]  # topology index -> rank
-    stages = [s for s, nodes in enumerate(stage_nodes) for _ in nodes]
-    bandwidth = costs.bandwidth_gbps * 1e9 / 8 / 2**30 if costs.bandwidth_gbps > 0 else 1e6
-    topology = build_topology(
-        ["local"] * len(ranks),
-        stages,
-        uniform_network(("local",), latency_ms=costs.latency_ms, bandwidth_gib_s=bandwidth),
-        layers_per_stage=costs.layers_per_stage,
-        samples_per_microbatch=costs.samples_per_microbatch,
-        activation_bytes_per_sample=costs.activation_bytes_per_sample,
-        compute_s_per_sample_layer=[
-            (
-                costs.data_node_flops_per_sample / costs.layers_per_stage
-                if stage == 0
-                else costs.forward_flops_per_sample_layer
-            )
-            / PLANNING_FLOPS
-            for stage in stages
-        ],
-        slowdown=[costs.slowdown.get(r, 1.0) for r in ranks],
-        memory_microbatches=MEMORY_MICROBATCHES,
-    )
+    topology, ranks = local_topology(stage_nodes, costs)
     if schedule == "full":  # every stage, a stage's replicas in turn, fill-drain (GPipe) order
         paths, data = even_paths(stage_nodes, microbatches, 0.0)
         return fill_drain_order(stage_nodes, paths, data)

@@ -43,9 +43,10 @@ import torch.nn.functional as F
 
 from greenbench.comm import tensor_bytes
 from greenbench.errors import SpecError
+from greenbench.plan.skippipe.topology import PUBLISHED_STAGE_SIZES
 from greenbench.strategies.base import StepTimes, Strategy, synchronize
 from greenbench.strategies.skippipe.plan import Plan
-from greenbench.strategies.skippipe.routes import Costs, make_plan, stage_layers
+from greenbench.strategies.skippipe.routes import make_plan, run_costs, stage_layers
 from greenbench.vocabulary import Layout
 
 if TYPE_CHECKING:
@@ -70,6 +71,29 @@ def parse_nodes(text: str) -> tuple[int, ...]:
     return counts
 
 
+def validate_published(settings: Mapping[str, Any], counts: tuple[int, ...]) -> None:
+    """A simulated run on ``skippipe.network = "gcp12"``: SkipPipe's published 20-node,
+    6-stage experiment, so its stages and no failing node (the slow nodes may be any of its
+    20)."""
+    if counts != PUBLISHED_STAGE_SIZES:
+        published = "-".join(str(c) for c in PUBLISHED_STAGE_SIZES)
+        raise SpecError(
+            f"skippipe.network=gcp12 simulates SkipPipe's published 20-node experiment: it needs "
+            f"skippipe.stages={published}, got {settings['skippipe.stages']}"
+        )
+    if not 0 <= settings["skippipe.skip"] < 1:
+        raise SpecError(f"skippipe.skip must be in [0, 1), got {settings['skippipe.skip']}")
+    if settings["skippipe.fail_node"] >= 0:
+        raise SpecError("skippipe.fail_node is not simulated on skippipe.network=gcp12")
+    nodes = sum(counts)
+    slow = settings["emulate.slow_nodes"]
+    for part in str(slow).split("-"):
+        if part.strip() and not (part.strip().isdigit() and int(part) < nodes):
+            raise SpecError(f"emulate.slow_nodes={slow!r} must list nodes below {nodes} (e.g. '2')")
+    if settings["emulate.slowdown"] < 1:
+        raise SpecError(f"emulate.slowdown must be >= 1, got {settings['emulate.slowdown']}")
+
+
 def busy_for(seconds: float, device: torch.device) -> None:
     """Compute for ``seconds`` (a slower device is busy longer, not asleep)."""
     a = torch.randn(128, 128, device=device)
@@ -87,6 +111,20 @@ class SkipPipe(Strategy):
     @classmethod
     def validate(cls, settings: Mapping[str, Any], layout: Layout) -> None:
         counts = parse_nodes(settings["skippipe.stages"])
+        if settings["skippipe.mode"] == "simulate":
+            if settings["energy.source"] != "auto":
+                raise SpecError(
+                    f"energy.source={settings['energy.source']}: a simulated run reads no meter "
+                    "(its energy is modelled at assumed watts); leave energy.source=auto"
+                )
+            if settings["skippipe.network"] == "gcp12":
+                validate_published(settings, counts)
+                return
+        elif settings["skippipe.network"] != "local":
+            raise SpecError(
+                f"skippipe.network={settings['skippipe.network']} is simulated only: add "
+                "--set skippipe.mode=simulate (a real run's nodes are this machine's ranks)"
+            )
         if sum(counts) != layout.world:
             raise SpecError(
                 f"skippipe.stages={settings['skippipe.stages']} places {sum(counts)} nodes but "
@@ -169,20 +207,7 @@ class SkipPipe(Strategy):
         self.bounds = stage_layers(layers, len(self.counts) - 1)
         self.layers_total = layers
         self.width = builder.info.d_model
-        from greenbench.models.flops import flops_per_token
-
-        info = builder.info
-        per_layer = flops_per_token(info, self.seq_len) / 3 / layers  # forward, one block
-        self.costs = Costs(
-            layers_per_stage=max(hi - lo for lo, hi in self.bounds),
-            forward_flops_per_sample_layer=per_layer * self.seq_len,
-            data_node_flops_per_sample=2 * info.d_model * info.vocab_size * self.seq_len,
-            activation_bytes_per_sample=self.seq_len * info.d_model * 4,
-            samples_per_microbatch=self.micro_batch,
-            latency_ms=self.latency_s * 1000.0,
-            bandwidth_gbps=self.settings["emulate.link_bandwidth_gbps"],
-            slowdown={n: self.slowdown for n in self.slow},
-        )
+        self.costs = run_costs(self.settings, builder.info, layers)
         self.plans: dict[frozenset[int], Plan] = {}
         if self.stage == 0:
             self.embed = family.pipeline_stage(model, 0, 0, embed=True, head=False)

@@ -1,0 +1,27 @@
+"""The energy label: where a figure came from, simulated runs included."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from greenbench.vocabulary import SIMULATED_SOURCE, SOURCES, energy_label, is_simulated
+
+
+def test_labels_say_measured_estimate_or_simulated():
+    assert energy_label("rapl", True) == "measured (rapl)"
+    assert energy_label("estimate", False) == "estimate"
+    assert energy_label("model", False) == "simulated (model)"
+    assert energy_label("estimate+model", False) == "simulated (model)"
+    assert energy_label("model", True) == "simulated (model)"  # never a reading
+
+
+def test_a_run_cannot_choose_the_simulators_source():
+    assert SIMULATED_SOURCE == "model" and SIMULATED_SOURCE not in SOURCES
+
+
+def test_simulated_by_flag_or_by_source_and_null_reads_false():
+    assert is_simulated("model") and is_simulated("rapl", True)
+    for unknown in (None, math.nan, pd.NA, False):
+        assert not is_simulated("rapl", unknown)
