@@ -174,6 +174,22 @@ def test_measured_energy_is_never_compared_with_an_estimate() -> None:
     assert compare(base, cand, strict=True).exit_code == 4
 
 
+def test_a_simulated_result_is_never_compared_with_a_measurement() -> None:
+    measured = frame(np.linspace(1, 1.02, 7), energy_source="rapl", energy_measured=True)
+    simulated = frame(np.linspace(0.5, 0.51, 7), energy_source="model", energy_measured=False,
+                      device_type="simulated:local")  # fmt: skip
+    for base, cand in ((measured, simulated), (simulated, measured)):
+        v = compare(base, cand)
+        assert v.rows == () and {m.side for m in v.mismatches} == {
+            "baseline only",
+            "candidate only",
+        }
+        assert all("simulated result is never compared with a measurement" in m.reason
+                   for m in v.mismatches)  # fmt: skip
+        assert {m.energy for m in v.mismatches} == {"measured (rapl)", "simulated (model)"}
+    assert compare(simulated, simulated).rows[0].status == "unchanged"  # simulated with its own
+
+
 def test_one_sided_configurations_are_listed() -> None:
     both = np.linspace(1, 1.02, 7)
     v = compare(

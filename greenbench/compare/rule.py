@@ -15,8 +15,9 @@ coefficient of variation exceeds ``cv_cap`` is flagged unstable.
 
 Only like is compared with like: rows are grouped by ``refs.KEY_COLUMNS`` (config hash, energy
 source and whether it was measured, device type and count, precision), so a measured energy is
-never compared with an estimate; configurations present on one side only are listed as
-mismatches. History mode judges a new result against the last ≤ 64 results of the same
+never compared with an estimate, nor a simulated run (energy source ``model``, its own device
+type and configuration) with a measured one; configurations present on one side only are listed
+as mismatches. History mode judges a new result against the last ≤ 64 results of the same
 configuration with a one-sided Student-t prediction interval on log values.
 
 This module is pure (DataFrames in, a Verdict out); ``shell.compare_cli`` is the thin layer the
@@ -50,6 +51,7 @@ from greenbench.compare.verdict import (
 )
 from greenbench.errors import SpecError
 from greenbench.reporting.refs import KEY_COLUMNS
+from greenbench.vocabulary import is_simulated
 
 
 def compare(
@@ -307,7 +309,12 @@ def _mismatches(
                     if key[i] != same_config[0][i]
                 ]
                 reason = "same configuration, different " + ", ".join(diffs)
-                if "energy_measured" in " ".join(diffs):
+                if any(
+                    is_simulated(k[KEY_COLUMNS.index("energy_source")])
+                    for k in (key, same_config[0])
+                ):
+                    reason += " (a simulated result is never compared with a measurement)"
+                elif "energy_measured" in " ".join(diffs):
                     reason += " (measured energy is never compared with an estimate)"
             else:
                 reason = "no result for this configuration on the other side"

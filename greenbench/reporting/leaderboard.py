@@ -2,7 +2,10 @@
 
 Inputs are plain DataFrames with one row per measured repeat (the `runs` table joined with the
 `results` table, as :data:`REPEAT_COLUMNS` lists); nothing here touches DuckDB or Streamlit, so
-`report` and `compare` can reuse it and the tests need no database.
+`report` and `compare` can reuse it and the tests need no database. Simulated runs (energy
+source ``model``, or ``simulated`` true where the rows carry that column) are never on the
+leaderboard: `without_simulated` drops them before anything is pooled or ranked; the report lists
+them in a section of their own.
 
 Why our own Pareto front instead of a library's: the dominance rule has to be exactly "≤ on
 every axis and < on at least one" (a point tied on one axis with a strictly better point is
@@ -24,6 +27,7 @@ from greenbench.vocabulary import (
     SAME_CONFIGURATION,
     Better,
     Metric,
+    is_simulated,
 )
 from greenbench.vocabulary import METRICS as ALL_METRICS
 
@@ -116,6 +120,22 @@ def pareto_front_by(
     return mask
 
 
+def simulated_mask(rows: pd.DataFrame) -> pd.Series:
+    """Which repeat rows come from simulated runs (`greenbench.vocabulary.is_simulated`)."""
+    flags = rows["simulated"] if "simulated" in rows else pd.Series(None, index=rows.index)
+    sources = rows["energy_source"] if "energy_source" in rows else pd.Series("", index=rows.index)
+    return pd.Series(
+        [is_simulated(s, f) for s, f in zip(sources, flags, strict=True)],
+        index=rows.index,
+        dtype=bool,
+    )
+
+
+def without_simulated(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` less those of simulated runs: measurements only."""
+    return rows[~simulated_mask(rows)] if len(rows) else rows
+
+
 def with_derived(rows: pd.DataFrame) -> pd.DataFrame:
     """Add per-repeat derived columns: ``devices`` and ``co2_g_per_mtok``."""
     out = rows.copy()
@@ -149,10 +169,11 @@ def leaderboard(
     ``scope="latest"`` only the repeats of the configuration's most recent git sha are pooled
     (so code changes do not blur the numbers; :func:`history` shows the rest); ``"all"``
     pools every stored repeat. Measured and estimated energy are never pooled: the energy
-    source is part of the row's key. For each metric ``m`` the result has ``m`` (median; for
-    peak memory the maximum), ``m_ci_low`` and ``m_ci_high`` (distribution-free CI of the
-    median, :func:`greenbench.stats.median_ci`), plus ``n_repeats``, ``n_runs``, ``git_sha``
-    ("mixed" when pooled over several), ``suites`` and ``latest_run_id``. Sorted by J/token.
+    source is part of the row's key. Simulated runs are left out (`without_simulated`). For
+    each metric ``m`` the result has ``m`` (median; for peak memory the maximum), ``m_ci_low``
+    and ``m_ci_high`` (distribution-free CI of the median, :func:`greenbench.stats.median_ci`),
+    plus ``n_repeats``, ``n_runs``, ``git_sha`` ("mixed" when pooled over several),
+    ``suites`` and ``latest_run_id``. Sorted by J/token.
     """
     columns = [
         *dict.fromkeys((*GROUP_KEYS, *CONFIG_COLUMNS)),
@@ -164,6 +185,7 @@ def leaderboard(
         "latest_run_id",
         "last_started_at",
     ]
+    rows = without_simulated(rows)
     if rows.empty:
         return pd.DataFrame(columns=columns)
     data = with_derived(rows)

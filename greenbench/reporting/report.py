@@ -2,9 +2,11 @@
 
 Writes ``README.md`` (so a forge renders it as the folder's page) and PNGs into one directory:
 a leaderboard table, the Pareto plot of tokens/s against joules/token with its front, the
-Transformer-vs-Mamba curves over sequence length and the FSDP-vs-ODC pairs when those workloads
-are present, and one comparison chart per workload. Each configuration is shown by the repeats
-of its newest commit.
+Transformer-vs-Mamba curves over sequence length, the FSDP-vs-ODC pairs, the hybrid layouts and
+SkipPipe against a full pipeline when those workloads are present, and one comparison chart per
+workload. Each configuration is shown by the repeats of its newest commit. Simulated runs
+(SkipPipe's simulator, energy "simulated (model)") are in none of these: the SkipPipe section
+lists them apart, clearly labelled.
 
 Every energy figure says where it came from: configurations measured by a counter and those
 estimated are never pooled, the Pareto front is computed separately for each energy source, and
@@ -34,8 +36,8 @@ from matplotlib.figure import Figure
 import greenbench
 from greenbench.errors import StoreError
 from greenbench.outputs import atomic_folder, resolve_target
-from greenbench.reporting import hybrid, odc
-from greenbench.reporting.leaderboard import leaderboard, pareto_front_by
+from greenbench.reporting import hybrid, odc, skippipe
+from greenbench.reporting.leaderboard import leaderboard, pareto_front_by, without_simulated
 from greenbench.reporting.refs import load_ref, query_results
 from greenbench.vocabulary import energy_label
 
@@ -61,10 +63,15 @@ def write_report(
     raw = load_ref(db_path, ref) if ref else query_results(db_path)
     if raw.empty:
         raise StoreError(f"{db_path} holds no finished runs: run `greenbench run --suite smoke`")
-    table = summarise(raw)
+    measured = without_simulated(raw)
+    table = summarise(measured)
     with atomic_folder(target, swap=_only_report_files(target), last="README.md") as tmp:
-        extra = [*odc.section(db_path, tmp), *hybrid.section(db_path)] if ref is None else []
-        _write_files(tmp, raw, table, title, extra)
+        extra = (
+            [*odc.section(db_path, tmp), *hybrid.section(db_path), *skippipe.section(db_path)]
+            if ref is None
+            else []
+        )
+        _write_files(tmp, measured, table, title, extra)
     return target / "README.md"
 
 
@@ -81,6 +88,10 @@ def _only_report_files(folder: Path) -> bool:
 def _write_files(
     out_dir: Path, raw: pd.DataFrame, table: pd.DataFrame, title: str, extra: list[str]
 ) -> None:
+    if table.empty:  # every finished run was simulated: only the sections that list them
+        lines = [f"# {title}", "", "No measured configuration: every finished run is simulated."]
+        (out_dir / "README.md").write_text("\n".join([*lines, *extra]) + "\n", encoding="utf-8")
+        return
     lines = [f"# {title}", "", *_provenance(raw, table), "", "## Leaderboard", ""]
     lines += _leaderboard(table)
     lines += ["", "## Speed against energy (Pareto front)", ""]

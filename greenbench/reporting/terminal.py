@@ -18,6 +18,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from greenbench.vocabulary import energy_label, is_simulated
+
 MISSING = "—"
 
 
@@ -85,7 +87,7 @@ def runs_table(db_path: Path, limit: int) -> None:
         source = MISSING if _missing(r.energy_source) else str(r.energy_source)
         estimated = not _missing(r.energy_measured) and not bool(r.energy_measured)
         if estimated and "estimate" not in source:
-            source += " (estimated)"
+            source += " (simulated)" if is_simulated(source) else " (estimated)"
         table.add_row(
             cell(r.run_id),
             cell(r.status),
@@ -137,7 +139,14 @@ def run_detail(db_path: Path, run_id: str) -> None:
     console.print("settings: " + ", ".join(f"{cell(k)}={cell(v)}" for k, v in settings.items()))
     results = run.get("results", [])
     if results:
+        labels = sorted({energy_label(r["energy_source"], r["energy_measured"]) for r in results})
         est = "" if all(r["energy_measured"] for r in results) else " [yellow](estimate)[/yellow]"
+        if any(is_simulated(r["energy_source"]) for r in results):
+            console.print(
+                f"[yellow]simulated[/yellow]: no worker ran; energy {', '.join(labels)} at "
+                "assumed watts, never compared with a measurement"
+            )
+            est = " [yellow](simulated)[/yellow]"
         table = Table(
             "repeat",
             "tokens",
@@ -162,7 +171,9 @@ def run_detail(db_path: Path, run_id: str) -> None:
                 _fmt(r["joules_per_token"]),
                 _fmt(r["net_joules_per_token"]),
                 _fmt(r["mfu"], ".2%"),
-                _fmt((r["peak_mem_bytes"] or 0) / 2**20, ",.0f"),
+                _fmt(
+                    None if _missing(r["peak_mem_bytes"]) else r["peak_mem_bytes"] / 2**20, ",.0f"
+                ),
                 _fmt(r["step_time_p50_s"], ".3f"),
                 _fmt(r["wait_fraction"], ".1%"),
                 _fmt(r["co2_g"], ".3g"),

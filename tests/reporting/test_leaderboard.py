@@ -237,6 +237,16 @@ def test_measured_and_estimated_energy_are_never_pooled() -> None:
     assert board.set_index("energy_source").loc["estimate", "energy_measured"] == False  # noqa: E712
 
 
+def test_simulated_runs_are_never_on_the_board() -> None:
+    measured = repeat_rows("a", [10, 10], [1.0, 1.0], source="rapl", run_id="r0")
+    by_source = repeat_rows("b", [99, 99], [0.1, 0.1], source="model", run_id="r1", hours=1)
+    by_flag = [r | {"simulated": True} for r in repeat_rows("c", [9, 9], [0.2, 0.2], run_id="r2")]
+    unknown = [r | {"simulated": None} for r in repeat_rows("d", [8, 8], [2.0, 2.0], run_id="r3")]
+    board = leaderboard(frame(measured, by_source, by_flag, unknown), "all")
+    assert sorted(board["config_key"]) == ["a", "d"]  # NULL (before the column): measured
+    assert leaderboard(frame(by_source)).empty
+
+
 def test_missing_energy_gives_nan_not_zero() -> None:
     board = leaderboard(frame(repeat_rows("a", [10.0, 11.0], [None, None])))
     row = board.iloc[0]
