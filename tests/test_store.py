@@ -243,6 +243,28 @@ def test_runs_stored_before_state_memory_keep_it_unknown(
     assert get_run(db, "aaaaaaaaaaaa")["results"][0]["state_bytes"] is None
 
 
+def test_runs_stored_before_simulated_runs_read_as_measured(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 8 adds ``runs.simulated``: runs stored before it ran on devices (false); a
+    simulated run stores true beside them; a database from before it opens."""
+    db = tmp_path / "v7.duckdb"
+    with monkeypatch.context() as patch:
+        patch.setattr(store_mod, "SCHEMA_VERSION", 7)  # this file stops at version 7
+        store = Store(db)
+        store.begin_run(run_row("aaaaaaaaaaaa"))
+        store.finish_run("aaaaaaaaaaaa", make_outcome())
+        assert "simulated" not in set(read_frame(db, "DESCRIBE runs")["column_name"])
+    store = Store(db)  # migrates
+    assert get_run(db, "aaaaaaaaaaaa")["simulated"] is False
+    store.begin_run(run_row("bbbbbbbbbbbb", simulated=True, energy_source="model"))
+    store.begin_run(run_row("cccccccccccc"))  # a row that does not say: NULL, read as false
+    flags = read_frame(db, "SELECT run_id, simulated FROM runs ORDER BY run_id")
+    assert flags.simulated.tolist()[:2] == [False, True] and pd.isna(flags.simulated.iloc[2])
+    versions = read_frame(db, "SELECT max(version) AS v FROM schema_version")
+    assert int(versions.v.iloc[0]) == store_mod.SCHEMA_VERSION >= 8
+
+
 def test_writes_do_not_hold_the_file(tmp_path: Path) -> None:
     db = tmp_path / "g.duckdb"
     store = Store(db)

@@ -7,7 +7,9 @@ short transaction. It reads every block of the database before the first configu
 (another process holds it past ``$GREENBENCH_LOCK_WAIT_S``) goes to a result shard beside it,
 merged by the next run or `greenbench merge`: a measurement is never lost to a lock. A failing
 configuration is stored as `failed` (with the rank and its error) and the suite goes on; Ctrl-C
-marks the current one `interrupted`, keeps the rest and re-raises.
+marks the current one `interrupted`, keeps the rest and re-raises. A simulated configuration
+(`greenbench.running.simulated`) launches no worker: it is simulated, stored the same way and
+marked simulated, with no preflight, CPU peak or idle-power sampling.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from typing import Any
 
 from greenbench.errors import DoesNotFit, GreenbenchError, WorkerFailed
 from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.running import simulated
 from greenbench.running.contention import ContentionWatch
 from greenbench.running.execute import (
     execute,
@@ -185,7 +188,8 @@ def run_row(
         "host": fingerprint.get("host"),
         "hardware": json.dumps(fingerprint.get("hardware", fingerprint), default=str),
         "versions": json.dumps(fingerprint.get("versions", {}), default=str),
-    }
+        "simulated": False,
+    } | (simulated.row_overrides(spec) if simulated.is_simulated(spec) else {})
 
 
 class IdlePower:
@@ -247,11 +251,17 @@ def run_specs(
     check_energy_sources(specs)
     if rdzv and rdzv.get("node_rank"):
         return follow_specs(specs, rdzv, emit)
-    peaks = [peak_flops_for(spec) for spec in specs]
+    peaks = [
+        (None, None, simulated.device_type(spec))
+        if simulated.is_simulated(spec)
+        else peak_flops_for(spec)
+        for spec in specs
+    ]
     refused = {} if force else {
         i: why
         for i, (spec, peak) in enumerate(zip(specs, peaks, strict=True))
-        if (why := why_it_cannot_fit(spec, trusted_peak(spec, peak[0]))) is not None
+        if not simulated.is_simulated(spec)
+        and (why := why_it_cannot_fit(spec, trusted_peak(spec, peak[0]))) is not None
     }  # fmt: skip
     if len(specs) == 1 and refused:
         raise DoesNotFit(f"{specs[0].name} {refused[0]} (--force runs it anyway)")
@@ -291,27 +301,15 @@ def run_specs(
         emit("start", spec, {"run_id": run_id})
         status, error = "ok", None
         try:
-            idle_w = idle.get(spec)
-            with ContentionWatch() as watch:
-                execution = execute(spec, rdzv, keep_logs=logs_dir_for(db_path) / run_id)
-            ranks = execution.ranks
-            world = s["nproc"] * s["nnodes"]
-            repeats, peak = aggregate_checked(
-                spec, ranks, peak, peak_source,
-                n_devices=world, idle_power_w=idle_w, carbon_g_per_kwh=carbon[0],
-            )  # fmt: skip
-            outcome = RunOutcome(
-                status="ok",
-                repeats=repeats,
-                ranks=ranks,
-                peak_flops=peak,
-                peak_flops_source=peak_source,
-                warnings=[*execution.warnings, *([watch.reason] if watch.contended else [])],
-                log_path=execution.log_dir,
-                contended=watch.contended,
-            )
-            if watch.contended:
-                emit("note", spec, {"message": f"{run_id}: {watch.reason}"})
+            if simulated.is_simulated(spec):
+                outcome = simulated.simulate_run(spec, carbon_g_per_kwh=carbon[0])
+            else:
+                outcome = measure(
+                    spec, rdzv, logs_dir_for(db_path) / run_id, (peak, peak_source),
+                    idle_w=idle.get(spec), carbon_g_per_kwh=carbon[0],
+                )  # fmt: skip
+                if outcome.contended:
+                    emit("note", spec, {"message": f"{run_id}: {outcome.warnings[-1]}"})
         except KeyboardInterrupt:
             store.mark_run(run_id, "interrupted", "interrupted by the user (SIGINT/SIGTERM)")
             emit("end", spec, {"run_id": run_id, "status": "interrupted"})
@@ -338,6 +336,38 @@ def run_specs(
             {"run_id": run_id, "status": status, "error": error, "repeats": outcome.repeats},
         )
     return summary
+
+
+def measure(
+    spec: RunSpec,
+    rdzv: dict[str, Any] | None,
+    keep_logs: Path,
+    peak: tuple[float | None, str | None],
+    *,
+    idle_w: float | None,
+    carbon_g_per_kwh: float | None,
+) -> RunOutcome:
+    """Run ``spec``'s workers, watching the machine for contention, and aggregate each repeat
+    (the last warning names the contention when there was some)."""
+    with ContentionWatch() as watch:
+        execution = execute(spec, rdzv, keep_logs=keep_logs)
+    ranks = execution.ranks
+    s = spec.settings
+    repeats, peak_flops = aggregate_checked(
+        spec, ranks, peak[0], peak[1],
+        n_devices=s["nproc"] * s["nnodes"], idle_power_w=idle_w,
+        carbon_g_per_kwh=carbon_g_per_kwh,
+    )  # fmt: skip
+    return RunOutcome(
+        status="ok",
+        repeats=repeats,
+        ranks=ranks,
+        peak_flops=peak_flops,
+        peak_flops_source=peak[1],
+        warnings=[*execution.warnings, *([watch.reason] if watch.contended else [])],
+        log_path=execution.log_dir,
+        contended=watch.contended,
+    )
 
 
 def record(summary: RunSummary, spec: RunSpec, run_id: str, status: str, error: str | None) -> None:
@@ -387,6 +417,8 @@ def follow_specs(
     writes them, so the database has one writer however many nodes take part."""
     summary = RunSummary()
     for spec in specs:
+        if simulated.is_simulated(spec):  # node 0 simulates it; no rank runs here
+            continue
         emit("start", spec, {"run_id": f"node {rdzv['node_rank']}"})
         status, error = "ok", None
         try:

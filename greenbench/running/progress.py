@@ -16,7 +16,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from greenbench.running.launch import RunSummary, install_interrupt_handlers, run_specs
-from greenbench.vocabulary import RunSpec
+from greenbench.vocabulary import RunSpec, energy_label
 
 
 def run_with_progress(
@@ -64,8 +64,9 @@ def run_with_progress(
             line = escape(f"{status:<11} {info['run_id']}  {spec.name}")
             if repeats:
                 r = sorted(repeats, key=lambda x: x.tokens_per_s)[len(repeats) // 2]
+                label = energy_label(r.energy_source, r.energy_measured)
                 jpt = (
-                    f"{r.joules_per_token:.3g} J/token{'' if r.energy_measured else ' (estimate)'}"
+                    f"{r.joules_per_token:.3g} J/token{'' if r.energy_measured else f' ({label})'}"
                     if r.joules_per_token is not None
                     else "energy unavailable"
                 )

@@ -58,5 +58,15 @@ def resolve_quota(spec: RunSpec, cores: int | None = None) -> RunSpec:
 
 
 def resolve_spec(spec: RunSpec) -> RunSpec:
-    """Everything above, in order (the kernel and the quota depend on the device)."""
+    """Everything above, in order (the kernel and the quota depend on the device). A simulated
+    run (`greenbench.running.simulated`) has no ranks: it runs where the simulator does (the
+    CPU, for ``device: auto``), under no quota, so no figure of this machine's enters its
+    identity."""
+    from greenbench.running.simulated import is_simulated
+
+    if is_simulated(spec):
+        s = dict(spec.settings)
+        s["device"] = "cpu" if s["device"] == "auto" else s["device"]
+        s["emulate.rank_cpu_quota"] = "off"
+        spec = replace(spec, settings=s)
     return resolve_quota(resolve_kernel(resolve_device(spec)))

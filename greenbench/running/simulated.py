@@ -1,0 +1,270 @@
+"""Simulated SkipPipe runs: ``strategy = "skippipe"`` with ``skippipe.mode = "simulate"``.
+
+No worker is launched and no meter read. The run's topology and each iteration's schedule come
+from `greenbench.plan.skippipe`, and its discrete-event simulator times them
+(docs/skippipe.md). ``skippipe.network`` picks the nodes:
+
+* ``local``: the run's own nodes (``skippipe.stages``) on one host, every link at
+  ``emulate.link_latency_ms`` and ``emulate.link_bandwidth_gbps``, the ``emulate.slow_nodes``
+  ``emulate.slowdown`` times slower; the plans are the real runner's own
+  (`greenbench.strategies.skippipe.routes`: `run_costs`, `make_plan`, `local_topology`), turned
+  back into the simulator's schedule (`as_schedule`), so what is simulated is what the runner
+  would execute, with a node that stops serving (``skippipe.fail_node``) left out from its
+  step on.
+* ``gcp12``: SkipPipe's published 20-node, 6-stage experiment on the 12-region GCP matrix
+  (`published_topology`; ``skippipe.stages`` must be ``5-3-3-3-3-3``), with the published
+  iteration's work: 6 microbatches per data node (30), 2 samples each, context 1024. The
+  model and data settings do not apply; the run's row says so (model size ``published``,
+  sequence length 1024). ``full`` is the scheduler's full pipeline (fixed pipelines, first come
+  first served), ``random`` and ``skippipe`` its random skip and SkipPipe.
+
+What a simulated run stores, per repeat (every repeat is the same: the simulation is
+deterministic) and per node (a "rank" row each, numbered as the run's ranks on ``local``, as the
+published nodes on ``gcp12``):
+
+* tokens: microbatches × samples per microbatch × sequence length, per iteration, × train.steps
+  (the window is exactly ``train.steps`` iterations: no warm-up, no lengthening);
+* seconds: the simulated iteration times summed; step times: each iteration's;
+* compute and wait seconds: each node's simulated busy and idle seconds (hops are delays,
+  so link time is waiting);
+* energy: `simulate_energy` at the assumed `ASSUMED_BUSY_W` and `ASSUMED_IDLE_W` per node,
+  source ``model`` (`SIMULATED_SOURCE`), ``energy_measured`` false, and ``runs.simulated``
+  true; net energy is gross less the assumed idle watts over the window;
+* no loss, FLOPs, MFU or memory (no model ran): stored unknown (NULL), never 0.
+
+The watts are assumptions, not readings: those of an accelerator node under load and idle (the
+figures `benchmarks/skippipe_sim.py` prices the published comparison at). Simulated results are
+labelled "simulated (model)" wherever shown and are left out of the leaderboard.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from greenbench.energy.base import EnergyWindow
+from greenbench.errors import GreenbenchError
+from greenbench.plan.skippipe import scheduler
+from greenbench.plan.skippipe.schedule import IterationShape, Schedule
+from greenbench.plan.skippipe.simulator import SimResult, simulate, simulate_energy
+from greenbench.plan.skippipe.topology import (
+    PUBLISHED_SAMPLES_PER_MICROBATCH,
+    Topology,
+    published_topology,
+)
+from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.vocabulary import SIMULATED_SOURCE, RunSpec
+
+#: assumed power of one node computing, W (not measured: an accelerator node under load)
+ASSUMED_BUSY_W = 600.0
+#: assumed power of one node idle, W (not measured)
+ASSUMED_IDLE_W = 70.0
+#: the published experiment's iteration (gcp12): microbatches per data node, context length
+PUBLISHED_MICROBATCHES_PER_DATA_NODE = 6
+PUBLISHED_SEQ_LEN = 1024
+HOST = "simulated"
+
+
+class SimulationFailed(GreenbenchError):
+    """A simulated run could not be planned or simulated (the message says why)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Iteration:
+    """One simulated iteration: its result, the rank of each topology node, and the tokens
+    each data node's microbatches carried."""
+
+    result: SimResult
+    ranks: tuple[int, ...]
+    tokens: dict[int, int]
+    energy_j: tuple[float, ...]
+
+
+def is_simulated(spec: RunSpec) -> bool:
+    """Whether ``spec`` is simulated rather than run on devices."""
+    s = spec.settings
+    return s.get("strategy") == "skippipe" and s.get("skippipe.mode") == "simulate"
+
+
+def stage_counts(spec: RunSpec) -> tuple[int, ...]:
+    """Nodes per stage (``skippipe.stages``, validated by the spec)."""
+    return tuple(int(p) for p in str(spec["skippipe.stages"]).split("-") if p.strip())
+
+
+def device_type(spec: RunSpec) -> str:
+    """What a simulated run ran on: ``simulated:<network>``."""
+    return f"simulated:{spec['skippipe.network']}"
+
+
+def row_overrides(spec: RunSpec) -> dict[str, Any]:
+    """The ``runs`` columns a simulated run stores differently from a measured one: marked
+    simulated, its simulated nodes as its devices, and on ``gcp12`` the published work."""
+    row: dict[str, Any] = {
+        "simulated": True,
+        "device_type": device_type(spec),
+        "nproc": sum(stage_counts(spec)),
+        "nnodes": 1,
+    }
+    if spec["skippipe.network"] == "gcp12":
+        row |= {"model_size": "published", "seq_len": PUBLISHED_SEQ_LEN}
+    return row
+
+
+def energy_note(spec: RunSpec) -> str:
+    """What every simulated repeat's energy is, in words."""
+    return (
+        f"simulated on skippipe.network={spec['skippipe.network']}: modelled energy, each "
+        f"node's simulated busy seconds at {ASSUMED_BUSY_W:g} W and idle seconds at "
+        f"{ASSUMED_IDLE_W:g} W (assumed watts, not measured); no model ran, so loss, FLOPs, MFU "
+        "and memory are unknown"
+    )
+
+
+def _local_iterations(spec: RunSpec) -> list[Iteration]:
+    from greenbench.models import model_info
+    from greenbench.strategies.skippipe.routes import (
+        as_schedule,
+        local_topology,
+        make_plan,
+        run_costs,
+    )
+
+    s = spec.settings
+    info = model_info(s["model.family"], s["model.size"])
+    costs = run_costs(s, info, info.n_layers)
+    microbatches = s["data.global_batch"] // s["data.micro_batch"]
+    per_microbatch = s["data.micro_batch"] * s["data.seq_len"]
+    failed, warmup = s["skippipe.fail_node"], s["train.warmup_steps"]
+    done: dict[frozenset[int], Iteration] = {}
+    out = []
+    for step in range(s["train.steps"]):
+        index = warmup + step  # the runner counts its warm-up steps too
+        gone = frozenset({failed} if failed >= 0 and index >= s["skippipe.fail_step"] else ())
+        if gone not in done:
+            plan = make_plan(
+                stage_counts(spec),
+                microbatches=microbatches,
+                skip=s["skippipe.skip"],
+                schedule=s["skippipe.schedule"],
+                seed=s["seed"],
+                removed=set(gone),
+                costs=costs,
+            )
+            topology, ranks = local_topology(plan.stage_nodes, costs)
+            schedule = as_schedule(plan, ranks, s["skippipe.schedule"])
+            tokens = {r: per_microbatch * plan.data_node.count(r) for r in ranks}
+            done[gone] = _iteration(schedule, topology, ranks, tokens)
+        out.append(done[gone])
+    return out
+
+
+def _published_iteration(spec: RunSpec) -> Iteration:
+    s = spec.settings
+    topology = published_topology()
+    slow = {int(p) for p in str(s["emulate.slow_nodes"]).split("-") if p.strip()}
+    if slow:
+        factor = float(s["emulate.slowdown"])
+        nodes = tuple(replace(n, slowdown=factor) if n.id in slow else n for n in topology.nodes)
+        topology = replace(topology, nodes=nodes)
+    per_data_node = PUBLISHED_MICROBATCHES_PER_DATA_NODE
+    shape = IterationShape.from_skip_ratio(topology.n_stages, s["skippipe.skip"], per_data_node)
+    if s["skippipe.schedule"] == "full":
+        schedule = scheduler.full_pipeline(topology, per_data_node)
+    elif s["skippipe.schedule"] == "random":
+        schedule = scheduler.random_skip(topology, shape, seed=s["seed"])
+    else:
+        schedule = scheduler.skippipe(topology, shape, seed=s["seed"])
+    ranks = tuple(range(len(topology.nodes)))
+    per_microbatch = PUBLISHED_SAMPLES_PER_MICROBATCH * PUBLISHED_SEQ_LEN
+    tokens = {d: 0 for d in ranks}
+    for mb in schedule.microbatches:
+        tokens[mb.data_node] += per_microbatch
+    return _iteration(schedule, topology, ranks, tokens)
+
+
+def _iteration(
+    schedule: Schedule, topology: Topology, ranks: tuple[int, ...], tokens: dict[int, int]
+) -> Iteration:
+    result = simulate(schedule, topology)
+    energy = simulate_energy(result, ASSUMED_BUSY_W, ASSUMED_IDLE_W)
+    return Iteration(result, ranks, tokens, energy.node_j)
+
+
+def iterations(spec: RunSpec) -> list[Iteration]:
+    """The simulated iterations of one repeat's window (``train.steps`` of them)."""
+    try:
+        if spec["skippipe.network"] == "gcp12":
+            return [_published_iteration(spec)] * spec["train.steps"]
+        return _local_iterations(spec)
+    except (RuntimeError, ValueError) as exc:
+        raise SimulationFailed(f"{spec.name}: cannot simulate: {exc}") from None
+
+
+def rank_results(spec: RunSpec, steps: list[Iteration], repeat: int) -> list[RankResult]:
+    """One row per simulated node for one repeat (module docstring). Every node that served in
+    any iteration has a row; a node left out of an iteration spends it idle."""
+    seconds = math.fsum(it.result.iteration_s for it in steps)
+    step_times = tuple(it.result.iteration_s for it in steps)
+    every = sorted({r for it in steps for r in it.ranks})
+    out = []
+    for rank in every:
+        busy = idle = joules = 0.0
+        tokens = microbatches = 0
+        for it in steps:
+            if rank in it.ranks:
+                i = it.ranks.index(rank)
+                busy += it.result.busy_s[i]
+                idle += it.result.idle_s[i]
+                joules += it.energy_j[i]
+                microbatches += it.result.node_microbatches[i]
+                tokens += it.tokens.get(rank, 0)
+            else:  # left out (stopped serving): idle through the iteration
+                idle += it.result.iteration_s
+                joules += ASSUMED_IDLE_W * it.result.iteration_s
+        out.append(
+            RankResult(
+                rank=rank,
+                local_rank=rank,
+                host=HOST,
+                repeat=repeat,
+                tokens=tokens,
+                seconds=seconds,
+                compute_s=busy,
+                comm_s=0.0,
+                wait_s=idle,
+                step_times_s=step_times,
+                peak_mem_bytes=0,  # placeholder for aggregation; stored unknown
+                flops=0.0,
+                loss=0.0,
+                n_microbatches=microbatches,
+                energy=EnergyWindow(
+                    source=SIMULATED_SOURCE, measured=False, seconds=seconds, energy_j=joules
+                ),
+            )
+        )
+    return out
+
+
+def simulate_run(spec: RunSpec, *, carbon_g_per_kwh: float | None) -> RunOutcome:
+    """Simulate every repeat of ``spec`` and return what the store keeps (module docstring)."""
+    from greenbench.metrics import aggregate_repeat
+
+    steps = iterations(spec)
+    nodes = len({r for it in steps for r in it.ranks})
+    note = energy_note(spec)
+    repeats: list[RepeatResult] = []
+    ranks: list[RankResult] = []
+    for k in range(spec["repeats"]):
+        rows = rank_results(spec, steps, k)
+        repeat = aggregate_repeat(
+            rows,
+            idle_power_w=ASSUMED_IDLE_W * nodes,
+            peak_flops=None,
+            n_devices=nodes,
+            carbon_g_per_kwh=carbon_g_per_kwh,
+        )
+        unknown: dict[str, Any] = {"peak_mem_bytes": None, "flops": None, "loss": None}
+        repeats.append(replace(repeat, energy_note=note, mfu_note="", **unknown))
+        ranks += [replace(r, **unknown) for r in rows]
+    return RunOutcome(status="ok", repeats=repeats, ranks=ranks)
