@@ -30,8 +30,8 @@ ENERGY_DISPLAY = ("J/token", "J/token net", "J/token CI", "CO2 g/M tok")
 
 def fmt(value: object) -> str:
     """Compact number: thousands separators above 1000, 4 significant digits below."""
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return "–"  # pd.NA: a missing value in a nullable integer column (e.g. state_bytes)
     v = float(value)  # type: ignore[arg-type]
     if abs(v) >= 1000:
         return f"{v:,.0f}"
