@@ -16,14 +16,10 @@ from pathlib import Path
 
 import pandas as pd
 
+from greenbench.reporting.repeats import newest_runs, read_repeats
 from greenbench.store import read_frame
-from greenbench.store.views import (
-    RESULT_TABLE_COLUMNS,
-    RUNS_COLUMNS,
-    TABLE_NAMES,
-    ok_repeats_sql,
-)
-from greenbench.vocabulary import Layout, energy_label
+from greenbench.store.views import TABLE_NAMES
+from greenbench.vocabulary import Layout
 
 WORKLOAD = "hybrid"
 MEDIANS = ["tokens_per_s", "mfu", "joules_per_token", "wait_energy_j", "wait_fraction"]
@@ -59,23 +55,11 @@ def kind(layout: str) -> str:
 
 def read_layouts(db_path: str | Path) -> pd.DataFrame:
     """One row per (family, size, layout) of the workload in ``db_path`` (empty when none)."""
-    known = set(read_frame(db_path, RUNS_COLUMNS)["column_name"]) | {
-        c
-        for c in read_frame(db_path, RUNS_COLUMNS.replace("'runs'", "'results'"))["column_name"]
-        if c in RESULT_TABLE_COLUMNS
-    }
-    rows = read_frame(db_path, ok_repeats_sql([c for c in COLUMNS if c in known]))
-    for column in COLUMNS:
-        if column not in rows:
-            rows[column] = None
+    rows = read_repeats(db_path, COLUMNS)
     rows = rows[rows["workload"] == WORKLOAD]
     if rows.empty:
         return pd.DataFrame()
-    newest = rows.sort_values("started_at").groupby("config_key")["run_id"].last()
-    rows = rows[rows["run_id"].isin(set(newest))].copy()
-    rows["energy"] = [
-        energy_label(s, m) for s, m in zip(rows.energy_source, rows.energy_measured, strict=True)
-    ]
+    rows = newest_runs(rows)
     out = (
         rows.groupby(["model_family", "model_size", "layout", "strategy"], dropna=False)
         .agg(

@@ -15,9 +15,7 @@ import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from greenbench.store import read_frame
-from greenbench.store.views import RESULT_TABLE_COLUMNS, RUNS_COLUMNS, ok_repeats_sql
-from greenbench.vocabulary import energy_label
+from greenbench.reporting.repeats import newest_runs, read_repeats
 
 WORKLOAD = "fsdp-vs-odc"
 PAIR = ["model_family", "model_size", "seq_len", "lengths", "nproc", "rank_cpu_quota"]
@@ -32,11 +30,7 @@ LENGTH_ORDER = {"fixed": 0, "uniform": 1, "swe-smith": 2, "longalign": 3}
 def read_pairs(db_path: str | Path) -> pd.DataFrame:
     """The workload's FSDP/ODC pairs in ``db_path`` (empty when it holds none). A database
     from before CPU quotas were recorded reads as quota unknown."""
-    known = set(read_frame(db_path, RUNS_COLUMNS)["column_name"]) | RESULT_TABLE_COLUMNS
-    rows = read_frame(db_path, ok_repeats_sql([c for c in COLUMNS if c in known]))
-    for column in COLUMNS:
-        if column not in rows:
-            rows[column] = None
+    rows = read_repeats(db_path, COLUMNS)
     return odc_pairs(rows[rows["workload"] == WORKLOAD])
 
 
@@ -44,11 +38,7 @@ def odc_pairs(rows: pd.DataFrame) -> pd.DataFrame:
     """One row per pair from repeat rows (see the module docstring)."""
     if rows.empty:
         return pd.DataFrame()
-    newest = rows.sort_values("started_at").groupby("config_key")["run_id"].last()
-    rows = rows[rows["run_id"].isin(set(newest))].copy()
-    rows["energy"] = [
-        energy_label(s, m) for s, m in zip(rows.energy_source, rows.energy_measured, strict=True)
-    ]
+    rows = newest_runs(rows)
     agg = rows.groupby([*PAIR, "strategy"], dropna=False).agg(
         **{m: (m, "median") for m in MEDIANS},
         peak_mem_bytes=("peak_mem_bytes", "max"),

@@ -32,9 +32,7 @@ from typing import Any
 import pandas as pd
 
 from greenbench.reporting.leaderboard import simulated_mask
-from greenbench.store import read_frame
-from greenbench.store.views import RESULT_TABLE_COLUMNS, RUNS_COLUMNS, ok_repeats_sql
-from greenbench.vocabulary import energy_label
+from greenbench.reporting.repeats import newest_runs, read_repeats
 
 WORKLOAD = "skippipe"
 MEDIANS = ["step_time_p50_s", "tokens_per_s", "joules_per_token", "loss"]
@@ -107,11 +105,7 @@ def read_runs(db_path: str | Path) -> pd.DataFrame:
     """One row per SkipPipe configuration (its newest ok run, medians over its repeats), real
     runs of the workload and simulated runs of any, with their settings unpacked (empty when
     the database holds none)."""
-    known = set(read_frame(db_path, RUNS_COLUMNS)["column_name"]) | RESULT_TABLE_COLUMNS
-    rows = read_frame(db_path, ok_repeats_sql([c for c in COLUMNS if c in known]))
-    for column in COLUMNS:
-        if column not in rows:
-            rows[column] = None
+    rows = read_repeats(db_path, COLUMNS)
     if rows.empty:
         return pd.DataFrame()
     rows["is_simulated"] = simulated_mask(rows)
@@ -119,11 +113,7 @@ def read_runs(db_path: str | Path) -> pd.DataFrame:
     rows = rows[rows["strategy"] == "skippipe"]
     if rows.empty:
         return pd.DataFrame()
-    newest = rows.sort_values("started_at").groupby("config_key")["run_id"].last()
-    rows = rows[rows["run_id"].isin(set(newest))].copy()
-    rows["energy"] = [
-        energy_label(s, m) for s, m in zip(rows.energy_source, rows.energy_measured, strict=True)
-    ]
+    rows = newest_runs(rows)
     out = (
         rows.groupby("run_id", sort=False)
         .agg(

@@ -190,7 +190,7 @@ class Hybrid(DataParallel):
 
     def pipelined(self, batch: StepBatch) -> torch.Tensor:
         """The minibatch through the pipeline: microbatches padded to one shape, stacked."""
-        count = self.pipeline.schedule._n_microbatches  # type: ignore[union-attr]
+        count = self.microbatch_count()
         if len(batch.microbatches) > count:
             raise RuntimeError(
                 f"{len(batch.microbatches)} microbatches for a pipeline built for {count}"

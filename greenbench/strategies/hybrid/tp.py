@@ -61,34 +61,24 @@ class _OpenSpan:
             self.ctx = None
 
 
-class _SpanOpens(torch.autograd.Function):
-    """Identity; its backward opens the span (the gradient arrives as partial sums)."""
+class _SpanMark(torch.autograd.Function):
+    """Identity; its backward opens the span (where the gradient arrives as partial sums) or
+    closes it (once the all-reduced gradient is ready)."""
 
     @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, span: _OpenSpan) -> torch.Tensor:
-        ctx.span = span
+    def forward(ctx: Any, x: torch.Tensor, span: _OpenSpan, opens: bool) -> torch.Tensor:
+        ctx.span, ctx.opens = span, opens
         return x.view_as(x)
 
     @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        local = grad.to_local() if isinstance(grad, DTensor) else grad
-        ctx.span.open(tensor_bytes(local))
-        return grad, None
-
-
-class _SpanCloses(torch.autograd.Function):
-    """Identity; its backward closes the span once the all-reduced gradient is ready."""
-
-    @staticmethod
-    def forward(ctx: Any, x: torch.Tensor, span: _OpenSpan) -> torch.Tensor:
-        ctx.span = span
-        return x.view_as(x)
-
-    @staticmethod
-    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None]:
-        grad = _settled(grad)
-        ctx.span.close()
-        return grad, None
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor, None, None]:
+        if ctx.opens:
+            local = grad.to_local() if isinstance(grad, DTensor) else grad
+            ctx.span.open(tensor_bytes(local))
+        else:
+            grad = _settled(grad)
+            ctx.span.close()
+        return grad, None, None
 
 
 class ReplicatedInput(ParallelStyle):
@@ -104,9 +94,9 @@ class ReplicatedInput(ParallelStyle):
             if isinstance(x, DTensor):
                 return x
             span = _OpenSpan(comm)
-            x = _SpanCloses.apply(x, span)
+            x = _SpanMark.apply(x, span, False)
             replicated = DTensor.from_local(x, device_mesh, [Replicate()], run_check=False)
-            return _SpanOpens.apply(replicated, span)
+            return _SpanMark.apply(replicated, span, True)
 
         def hook(mod: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
             if args:
