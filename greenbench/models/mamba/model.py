@@ -97,10 +97,7 @@ class FastScanMambaMixer(MambaMixer):
         mask = None if attention_mask is None else attention_mask.t()  # (T, B)
         hidden = apply_mask_to_padding_states(hidden_states, attention_mask)
         hidden = hidden.transpose(0, 1).contiguous()  # (T, B, d_model)
-        d_inner = self.intermediate_size
-        weight, bias = self.in_proj.weight, self.in_proj.bias
-        x = F.linear(hidden, weight[:d_inner], None if bias is None else bias[:d_inner])
-        gate = F.linear(hidden, weight[d_inner:], None if bias is None else bias[d_inner:])
+        x, gate = self.in_projections(hidden)
         x = self.act(causal_depthwise_conv1d(x, self.conv1d.weight, self.conv1d.bias))
         x = apply_mask_to_padding_states(x, mask)
         time_step, B, C = torch.split(
@@ -113,6 +110,14 @@ class FastScanMambaMixer(MambaMixer):
         )
         y = (y + x * self.D) * F.silu(gate)
         return self.out_proj(y.to(dtype)).transpose(0, 1)
+
+    def in_projections(self, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """in_proj as its two halves, x and the gate, of time-major ``hidden``."""
+        d_inner = self.intermediate_size
+        weight, bias = self.in_proj.weight, self.in_proj.bias
+        x = F.linear(hidden, weight[:d_inner], None if bias is None else bias[:d_inner])
+        gate = F.linear(hidden, weight[d_inner:], None if bias is None else bias[d_inner:])
+        return x, gate
 
 
 def use_fast_scan(model: torch.nn.Module, backend: str = "auto") -> torch.nn.Module:

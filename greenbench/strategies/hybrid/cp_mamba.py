@@ -187,10 +187,7 @@ class ContextParallelMambaMixer(FastScanMambaMixer):
         mask = None if attention_mask is None else attention_mask.t()  # (T, B)
         hidden = apply_mask_to_padding_states(hidden_states, attention_mask)
         hidden = hidden.transpose(0, 1).contiguous()  # (T, B, d_model)
-        d_inner = self.intermediate_size
-        weight, bias = self.in_proj.weight, self.in_proj.bias
-        x = F.linear(hidden, weight[:d_inner], None if bias is None else bias[:d_inner])
-        gate = F.linear(hidden, weight[d_inner:], None if bias is None else bias[d_inner:])
+        x, gate = self.in_projections(hidden)
         if kernel > 1:
             halo = _Halo.apply(x[-(kernel - 1) :], cpg)
             conv = causal_depthwise_conv1d(
