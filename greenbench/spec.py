@@ -45,7 +45,9 @@ DEFAULTS: dict[str, Any] = {
     "timeout_s": 900.0,
     "model.family": "transformer",
     "model.size": "tiny",
-    "model.scan": "auto",  # Mamba's selective scan: auto | native | torch | mamba-ssm
+    # the scan kernel of a state-space family, each family checks its own choices:
+    # auto | native | torch | triton | mamba-ssm | fla
+    "model.scan": "auto",
     "data.lengths": "fixed",
     "data.seq_len": 256,
     "data.global_batch": 8,  # sequences per optimizer step, over all ranks
@@ -96,7 +98,7 @@ AUTO_INTS = ("nproc", *(f"layout.{d}" for d in DEGREES))
 
 CHOICES: dict[str, tuple[str, ...]] = {
     "device": ("auto", "cpu", "cuda"),
-    "model.scan": ("auto", "native", "torch", "mamba-ssm"),
+    "model.scan": ("auto", "native", "torch", "triton", "mamba-ssm", "fla"),
     "emulate.rank_cpu_quota": ("auto", "on", "off"),
     "precision": ("auto", "fp32", "bf16"),
     "data.balance": ("auto", "same-count", "sampler", "balanced-cost"),
