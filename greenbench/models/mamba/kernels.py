@@ -1,23 +1,53 @@
 """Which selective scan a Mamba run uses: the ``model.scan`` setting, resolved before the run.
 
 Choices: ``native`` (greenbench's C kernel, CPU), ``torch`` (the exact stepping scan, any
-device), ``mamba-ssm`` (transformers' forward on mamba-ssm's CUDA kernels, when installed), and
-``auto``: the C kernel on CPU when it builds (else the torch scan, with one warning), mamba-ssm
-on CUDA when installed (else the torch scan). The resolved name is part of the run's identity,
-so runs on different kernels are never pooled.
+device), ``triton`` (greenbench's Triton kernels, CUDA; on CPU only under Triton's interpreter,
+``TRITON_INTERPRET=1``, for tests), ``mamba-ssm`` (transformers' forward on mamba-ssm's CUDA
+kernels, when it can be imported), and ``auto``: on CPU the C kernel when it builds (else the
+torch scan, with one warning); on CUDA mamba-ssm when it can be imported, else the Triton
+kernels when triton can, else the torch scan. ``fla`` (a Mamba-2 kernel) is refused. The
+resolved name is part of the run's identity, so runs on different kernels are never pooled.
 """
 
 from __future__ import annotations
 
+import importlib
+import os
+
 from greenbench.errors import KernelUnavailable, SpecError
 
-CHOICES = ("native", "torch", "mamba-ssm")
+CHOICES = ("native", "torch", "triton", "mamba-ssm")
+
+_NO_TRITON = "model.scan=triton but triton cannot be imported; install triton or use auto or torch"
 
 
 def mamba_ssm_available() -> bool:
+    """Whether transformers would run mamba-ssm's kernels: it finds the package and CUDA, and
+    the package imports (a source install without its compiled CUDA extension does not)."""
     from transformers.utils.import_utils import is_mamba_ssm_available
 
-    return bool(is_mamba_ssm_available())
+    if not is_mamba_ssm_available():
+        return False
+    try:
+        importlib.import_module("mamba_ssm")
+    except Exception:  # a missing or broken CUDA extension fails in more ways than ImportError
+        return False
+    return True
+
+
+def triton_available() -> bool:
+    """Whether triton can be imported (it comes with CUDA builds of torch)."""
+    try:
+        importlib.import_module("triton")
+    except ImportError:
+        return False
+    return True
+
+
+def triton_interpreter_on() -> bool:
+    """Whether ``TRITON_INTERPRET`` asks Triton to interpret kernels (on CPU tensors), read as
+    Triton reads it."""
+    return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on", "yes")
 
 
 def resolve_scan(setting: str, device: str) -> str:
@@ -26,20 +56,40 @@ def resolve_scan(setting: str, device: str) -> str:
     choice this machine cannot run."""
     from greenbench.models.mamba.scan_native import native_kernel
 
+    if setting == "fla":
+        raise SpecError(
+            "model.scan=fla is flash-linear-attention's Mamba-2 kernel; Mamba-1 (model.family="
+            f"mamba) scans with one of auto, {', '.join(CHOICES)}"
+        )
     if setting not in ("auto", *CHOICES):
         raise SpecError(f"model.scan={setting!r} is not one of auto, {', '.join(CHOICES)}")
     if device == "cuda":
         if setting == "native":
             raise KernelUnavailable(
-                "model.scan=native is a CPU kernel; on CUDA use auto, torch or mamba-ssm"
+                "model.scan=native is a CPU kernel; on CUDA use auto, torch, triton or mamba-ssm"
             )
         if setting == "mamba-ssm" and not mamba_ssm_available():
-            raise KernelUnavailable("model.scan=mamba-ssm but mamba-ssm is not installed")
+            raise KernelUnavailable(
+                "model.scan=mamba-ssm but mamba-ssm cannot be imported (its CUDA extension needs "
+                "a build with nvcc); use auto, triton or torch"
+            )
+        if setting == "triton" and not triton_available():
+            raise KernelUnavailable(_NO_TRITON)
         if setting == "auto":
-            return "mamba-ssm" if mamba_ssm_available() else "torch"
+            if mamba_ssm_available():
+                return "mamba-ssm"
+            return "triton" if triton_available() else "torch"
         return setting
     if setting == "mamba-ssm":
         raise KernelUnavailable("model.scan=mamba-ssm needs CUDA; on CPU use auto, native or torch")
+    if setting == "triton":
+        if not triton_interpreter_on():
+            raise KernelUnavailable(
+                "model.scan=triton is a CUDA kernel; on CPU use auto, native or torch"
+            )
+        if not triton_available():
+            raise KernelUnavailable(_NO_TRITON)
+        return "triton"
     if setting == "torch":
         return "torch"
     kernel = native_kernel(required=setting == "native")

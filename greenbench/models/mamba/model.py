@@ -1,4 +1,4 @@
-"""Mamba-1, built with transformers' `MambaForCausalLM`, with a fast training path on CPU.
+"""Mamba-1, built with transformers' `MambaForCausalLM`, with a fast training path (CPU, CUDA).
 
 Presets are matched in total parameter count (within ~5%) to the Transformer presets of the same
 name; the small ones reuse the published checkpoints' shapes (huggingface.co/state-spaces/
@@ -14,7 +14,8 @@ whose training forward computes the same function with
 
 * greenbench's selective scan (`greenbench.models.mamba.scan`: the exact recurrence, stepped in
   cache, with a hand-written backward instead of per-step autograd nodes), time-major
-  throughout, on the backend ``model.scan`` resolved to (native C kernel or torch steps);
+  throughout, on the backend ``model.scan`` resolved to (native C kernel, Triton kernels or
+  torch steps);
 * the causal depthwise conv as a channels-last conv2d, so nothing is transposed to (B, D, T).
 
 Only the instances built here are re-classed; transformers' classes are not patched. Whenever a
@@ -85,7 +86,8 @@ class FastScanMambaMixer(MambaMixer):
     """
 
     scan_chunk_size: int = DEFAULT_CHUNK_SIZE
-    #: native | torch | auto (native when it builds) | mamba-ssm (transformers' forward, CUDA)
+    #: native | torch | triton (CUDA) | auto (native on CPU when it builds, else torch) |
+    #: mamba-ssm (transformers' forward, CUDA)
     scan_backend: str = "auto"
 
     def forward(self, hidden_states, cache_params=None, attention_mask=None, **kwargs):  # type: ignore[override]
@@ -147,8 +149,8 @@ def make_config(size: str, *, vocab_size: int | None = None) -> MambaConfig:
 
 def build(size: str, *, vocab_size: int | None = None, kernel: str = "auto") -> torch.nn.Module:
     """A randomly initialised `MambaForCausalLM` with the fast mixer scanning on ``kernel``
-    (``model.scan``: native, torch, mamba-ssm, or auto for library use; runs pass the resolved
-    choice); seed the RNG first."""
+    (``model.scan``: native, torch, triton, mamba-ssm, or auto for library use; runs pass the
+    resolved choice); seed the RNG first."""
     return use_fast_scan(MambaForCausalLM(make_config(size, vocab_size=vocab_size)), kernel)
 
 

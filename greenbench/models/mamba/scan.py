@@ -1,7 +1,8 @@
-"""Mamba-1's selective scan for CPU: exact, with a hand-written, memory-light backward.
+"""Mamba-1's selective scan (CPU and CUDA): exact, with a hand-written, memory-light backward.
 
-Why our own: the fast selective-scan kernels (`mamba-ssm`, `causal-conv1d`) are CUDA only, and
-transformers' pure-PyTorch fallback (`modeling_mamba.mamba_selective_scan`) materialises the
+Why our own: the fast selective-scan kernels (`mamba-ssm`, `causal-conv1d`) are CUDA only (and
+need a build with nvcc, see `greenbench.models.mamba.scan_triton`), and transformers'
+pure-PyTorch fallback (`modeling_mamba.mamba_selective_scan`) materialises the
 discretised A and B·u for the whole sequence, then steps through time with a Python loop whose
 every step adds autograd nodes. On 2 CPU cores a tiny Mamba then trains ~80x slower than the
 Transformer of the same size, which would turn a Transformer-vs-Mamba energy comparison into a
@@ -11,7 +12,7 @@ The recurrence, per batch b, channel d and state n (A is (D, N); B, C are (N,) p
 
     h_t = exp(Δ_t A) ⊙ h_{t-1} + Δ_t u_t B_t        y_t = Σ_n C_t[n] h_t[·, n]
 
-Two implementations compute it, with the same saved states and the same backward:
+Three implementations compute it, with the same saved states and the same backward:
 
 * On CPU, a C kernel (`scan_kernel.c`, built at first use and loaded by
   `greenbench.models.mamba.scan_native`; the ``model.scan`` setting picks the path). One call per
@@ -23,11 +24,15 @@ Two implementations compute it, with the same saved states and the same backward
   the kernel (~0.012 s forward); the Mamba training step went from ~2.1x to ~1.1x the
   Transformer's (``benchmarks/step_time.py``). Results match the torch version to float32
   rounding (the kernel's exp is a polynomial within 1.3 ulp, and its sums run in another order).
-* Elsewhere (CUDA tensors, ``model.scan=torch``, or when the kernel cannot be built under
-  ``auto``: then one warning is logged), the torch stepping implementation below, kept as the
-  reference and fallback. It is exact by construction and ~20x faster than transformers' fallback;
-  how it is made fast without changing what is computed (the cost is passes over the B·T·N·D state
-  numbers):
+* On CUDA, with ``backend="triton"`` (what ``model.scan: auto`` resolves to there when
+  mamba-ssm cannot be imported), Triton kernels of the same structure
+  (`greenbench.models.mamba.scan_triton`); on CPU tensors only under Triton's interpreter
+  (``TRITON_INTERPRET=1``), which is how they are tested.
+* Elsewhere (CUDA tensors unless ``backend="triton"``, ``model.scan=torch``, or when the C
+  kernel cannot be built under ``auto``: then one warning is logged), the torch stepping
+  implementation below, kept as the reference and fallback. It is exact by construction and
+  ~20x faster than transformers' fallback; how it is made fast without changing what is
+  computed (the cost is passes over the B·T·N·D state numbers):
 
   - Time-major layout, states as (batch, N, D) with D innermost: each step's operands are
     contiguous and every reduction over N runs vectorised across D.
@@ -35,9 +40,9 @@ Two implementations compute it, with the same saved states and the same backward
     tensors that stays in cache. Variants that build a chunk of steps in bulk measured slower
     (their buffers fall out of cache), and a closed form with ``exp(±cumsum(ΔA))`` needs more
     passes still and overflows float32 once Δ·A accumulates past ~88 within a chunk; stepping
-    has neither issue (nor has the kernel, which steps too).
+    has neither issue (nor have the kernels, which step too).
 
-No autograd graph inside the scan, on either path. Forward keeps only its inputs and the state at
+No autograd graph inside the scan, on any path. Forward keeps only its inputs and the state at
 the start of every ``chunk_size`` steps. Backward walks chunks in reverse: it replays one chunk's
 states from its saved start, then runs the adjoint recurrence
 ``g_t = C_t gy_t + exp(Δ_{t+1} A) ⊙ g_{t+1}`` backwards through it, forming every input gradient
@@ -52,11 +57,18 @@ stays in ordinary autograd (fusing those into the hand-written backward measured
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
+from greenbench.errors import KernelUnavailable
 from greenbench.models.mamba.scan_native import native_kernel
 
 DEFAULT_CHUNK_SIZE = 32
+BACKENDS = ("auto", "native", "torch", "triton")
+
+if TYPE_CHECKING:
+    from greenbench.models.mamba.scan_triton import TritonKernel
 
 
 def selective_scan(
@@ -76,17 +88,22 @@ def selective_scan(
     dtype. The initial state is zero, as in mamba-ssm's kernel and transformers' training path.
     Computation runs in float32, like transformers' reference, which discretises in float32 too.
     ``chunk_size`` (steps between saved states) trades backward memory against little speed.
-    ``backend`` is ``native`` (the C kernel, required), ``torch`` (the stepping implementation)
-    or ``auto`` (the kernel when it builds); it applies to CPU tensors, others use torch.
+    ``backend`` is ``native`` (the C kernel, required; CPU tensors, others use torch), ``torch``
+    (the stepping implementation), ``auto`` (the C kernel for CPU tensors when it builds, else
+    torch) or ``triton`` (the Triton kernels: CUDA tensors, or CPU tensors under Triton's
+    interpreter; `KernelUnavailable` otherwise or when triton cannot be imported).
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
-    if backend not in ("auto", "native", "torch"):
-        raise ValueError(f"backend must be auto, native or torch, got {backend!r}")
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {', '.join(BACKENDS)}, got {backend!r}")
     f32 = torch.float32
-    kernel = None  # CPU scans of non-empty inputs go to the C kernel unless torch is asked
-    if backend != "torch" and u.device.type == "cpu" and u.numel() and A.numel():
-        kernel = native_kernel(required=backend == "native")
+    kernel = None  # the torch steps, unless a kernel scans these (non-empty) inputs
+    if u.numel() and A.numel():
+        if backend == "triton":
+            kernel = _triton_kernel(u.device)
+        elif backend != "torch" and u.device.type == "cpu":
+            kernel = native_kernel(required=backend == "native")
     with torch.autocast(u.device.type, enabled=False):  # the scan always runs in float32
         y = _SelectiveScan.apply(
             u.to(f32).contiguous(),
@@ -100,6 +117,19 @@ def selective_scan(
     return y.to(u.dtype)
 
 
+def _triton_kernel(device: torch.device) -> TritonKernel:
+    """The Triton kernels for tensors on ``device``; triton is imported only here, so machines
+    without it still import greenbench."""
+    try:
+        from greenbench.models.mamba.scan_triton import triton_kernel
+    except ImportError as exc:
+        raise KernelUnavailable(
+            f"the Triton selective scan needs triton, which cannot be imported ({exc}); "
+            "install triton or use the torch scan"
+        ) from exc
+    return triton_kernel(device)
+
+
 def _steps(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, ...]:
     """Per-step views of a time-major tensor with a size-1 axis inserted at ``dim``, to broadcast
     against (batch, N, D) states. Unbinding once keeps indexing out of the step loops."""
@@ -107,8 +137,9 @@ def _steps(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, ...]:
 
 
 class _SelectiveScan(torch.autograd.Function):
-    """The scan with its hand-written backward; ``kernel`` is the native kernel (CPU) or None
-    for the torch stepping implementation. Both save the same states (see module doc)."""
+    """The scan with its hand-written backward; ``kernel`` is the native kernel (CPU), the
+    Triton kernel, or None for the torch stepping implementation. All save the same states
+    (see module doc)."""
 
     @staticmethod
     def forward(ctx, u, delta, A, B, C, chunk_size, kernel):  # type: ignore[override]
