@@ -78,6 +78,12 @@ def main() -> None:
     is_flag=True,
     help="skip configurations already stored ok with the same settings and label",
 )
+@click.option(
+    "--devices",
+    type=click.IntRange(min=1),
+    help="devices this node lends a configuration (GPUs on cuda, default: all visible; ranks "
+    "on cpu, default: no limit); configurations needing more are stored as skipped",
+)
 @friendly
 def run(
     suite: str | None,
@@ -94,8 +100,14 @@ def run(
     rdzv_endpoint: str | None,
     force: bool,
     resume: bool,
+    devices: int | None,
 ) -> None:
-    """Run a suite or one workload, measure it, and store the results."""
+    """Run a suite or one workload, measure it, and store the results.
+
+    A configuration this machine cannot run (more devices than it has, or more memory or time
+    than the up-front estimate allows) is stored as skipped with its reason and the others
+    run; the exit status is 0 unless a configuration that ran failed (1), and 2 when nothing
+    can run here."""
     from greenbench.running.progress import run_with_progress
     from greenbench.spec import SpecError, expand, expand_suite, load_suite, parse_assignment
 
@@ -130,7 +142,9 @@ def run(
     if rdzv_endpoint and not re.fullmatch(r"[^\s:]+:\d+|\[[0-9a-fA-F:]+\]:\d+", rdzv_endpoint):
         raise SpecError(f"--rdzv-endpoint must be HOST:PORT, got {rdzv_endpoint!r}")
     rdzv = {"endpoint": rdzv_endpoint, "node_rank": node_rank} if rdzv_endpoint else None
-    summary = run_with_progress(specs, db or default_db(), rdzv=rdzv, resume=resume, force=force)
+    summary = run_with_progress(
+        specs, db or default_db(), rdzv=rdzv, resume=resume, force=force, devices=devices
+    )
     if summary.failed:
         sys.exit(1)
 

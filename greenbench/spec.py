@@ -138,14 +138,30 @@ NON_NEGATIVE = (
 )
 
 
+#: the devices a suite may give settings of their own (``[defaults.cuda]``, ``[entries.cuda]``)
+SUITE_DEVICES = ("cpu", "cuda")
+
+
+@dataclass(frozen=True, slots=True)
+class SuiteEntry:
+    """One workload of a suite, its overrides, and its overrides on one device only."""
+
+    workload: str
+    overrides: dict[str, Any] = field(default_factory=dict)
+    on_device: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, slots=True)
 class SuiteSpec:
-    """A named list of workload entries with shared defaults."""
+    """A named list of workload entries with shared defaults. ``on_device`` holds defaults
+    that apply only where a configuration runs on that device (``cpu`` or ``cuda``), so one
+    suite measures models sized for the machine it runs on."""
 
     name: str
     description: str
     defaults: dict[str, Any] = field(default_factory=dict)
-    entries: tuple[tuple[str, dict[str, Any]], ...] = ()  # (workload, overrides)
+    entries: tuple[SuiteEntry, ...] = ()
+    on_device: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- parsing values
@@ -303,21 +319,46 @@ def parse_suite(data: dict[str, Any], *, name: str, where: str) -> SuiteSpec:
     for i, entry in enumerate(entries_raw):
         if not isinstance(entry, dict) or "workload" not in entry:
             raise SpecError(f"{where}: entry {i + 1} has no 'workload'")
-        extra = set(entry) - {"workload", "set"}
+        extra = set(entry) - {"workload", "set", *SUITE_DEVICES}
         if extra:
             raise SpecError(
-                f"{where}: entry {i + 1}: unknown key(s) {sorted(extra)} (put settings under 'set')"
+                f"{where}: entry {i + 1}: unknown key(s) {sorted(extra)} (put settings under "
+                f"'set', or under {' or '.join(SUITE_DEVICES)} for one device)"
             )
         overrides = entry.get("set", {})
         if not isinstance(overrides, dict):
             raise SpecError(f"{where}: entry {i + 1}: 'set' must be a table")
-        entries.append((str(entry["workload"]), coerce_all(overrides, f"{where}: entry {i + 1}")))
+        entries.append(
+            SuiteEntry(
+                workload=str(entry["workload"]),
+                overrides=coerce_all(overrides, f"{where}: entry {i + 1}"),
+                on_device=_device_tables(entry, f"{where}: entry {i + 1}"),
+            )
+        )
     return SuiteSpec(
         name=str(data.get("name", name)),
         description=str(data.get("description", "")),
-        defaults=coerce_all(defaults, f"{where}: [defaults]"),
+        defaults=coerce_all(
+            {k: v for k, v in defaults.items() if k not in SUITE_DEVICES}, f"{where}: [defaults]"
+        ),
         entries=tuple(entries),
+        on_device=_device_tables(defaults, f"{where}: [defaults]"),
     )
+
+
+def _device_tables(table: dict[str, Any], where: str) -> dict[str, dict[str, Any]]:
+    """The ``cpu`` / ``cuda`` sub-tables of ``table``, coerced, by device."""
+    out = {}
+    for device in SUITE_DEVICES:
+        if device not in table:
+            continue
+        sub = table[device]
+        if not isinstance(sub, dict):
+            raise SpecError(f"{where}: '{device}' must be a table of settings for that device")
+        if "device" in flatten(sub):
+            raise SpecError(f"{where}: '{device}' cannot set 'device' (it is chosen by it)")
+        out[device] = coerce_all(sub, f"{where}: {device}")
+    return out
 
 
 # --------------------------------------------------------------------------- expansion
@@ -351,11 +392,43 @@ def expand(
     return specs
 
 
-def expand_suite(suite: SuiteSpec, cli: dict[str, Any], *, label: str | None) -> list[RunSpec]:
+def expand_suite(
+    suite: SuiteSpec, cli: dict[str, Any], *, label: str | None, machine_device: str | None = None
+) -> list[RunSpec]:
+    """Every configuration of ``suite`` with the command line's settings on top.
+
+    An entry's configurations run on the device its settings name, or on ``machine_device``
+    where they say ``auto`` (default: cuda when torch sees a GPU, else cpu); that device's
+    tables of the suite (``[defaults.cuda]``, ``[entries.cuda]``) apply above the suite's
+    defaults and the entry's ``set`` respectively, below the command line."""
+    from greenbench.workloads import get_workload
+
     specs: list[RunSpec] = []
-    for workload, overrides in suite.entries:
-        specs += expand(workload, [suite.defaults, overrides, cli], suite=suite.name, label=label)
+    for entry in suite.entries:
+        merged = {"device": "auto"} | get_workload(entry.workload).base
+        for layer in (suite.defaults, entry.overrides, cli):
+            merged |= layer
+        device = merged["device"]
+        if device == "auto":
+            device = machine_device or default_device()
+        elif not isinstance(device, str):  # a sweep over devices: no device's own tables
+            device = None
+        layers = [
+            suite.defaults,
+            suite.on_device.get(device, {}),
+            entry.overrides,
+            entry.on_device.get(device, {}),
+            cli,
+        ]
+        specs += expand(entry.workload, layers, suite=suite.name, label=label)
     return specs
+
+
+def default_device() -> str:
+    """The device ``auto`` becomes on this machine: cuda when torch sees a GPU, else cpu."""
+    import torch
+
+    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
 def check_values(s: dict[str, Any]) -> None:

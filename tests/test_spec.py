@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -237,3 +238,60 @@ def test_settings_that_do_not_apply_stay_out_of_the_identity():
     )
     assert "layout" not in flat.identity() and "train.pp_schedule" not in flat.identity()
     assert piped.identity()["train.pp_schedule"] == "1f1b"
+
+
+def test_a_suite_sizes_its_configurations_for_the_device_they_run_on(tmp_path):
+    path = write(
+        tmp_path,
+        """
+[defaults]
+repeats = 2
+[defaults.cuda]
+"model.size" = "125m"
+[[entries]]
+workload = "transformer-vs-mamba"
+set = { "data.seq_len" = 128 }
+[entries.cuda]
+"data.seq_len" = [1024, 8192]
+[[entries]]
+workload = "fsdp-vs-odc"
+set = { strategy = "fsdp", "data.lengths" = "fixed", nproc = 2 }
+""",
+    )
+    suite = load_suite(str(path))
+    on_cpu = expand_suite(suite, {}, label=None, machine_device="cpu")
+    assert {(s["model.size"], s["data.seq_len"]) for s in on_cpu} == {("tiny", 128), ("tiny", 1024)}
+    on_gpu = expand_suite(suite, {}, label=None, machine_device="cuda")
+    sizes = {(s.workload, s["model.size"], s["data.seq_len"]) for s in on_gpu}
+    assert sizes == {
+        ("transformer-vs-mamba", "125m", 1024),
+        ("transformer-vs-mamba", "125m", 8192),
+        ("fsdp-vs-odc", "tiny", 1024),  # the workload runs on CPU ranks: no cuda table for it
+    }
+    cli = expand_suite(suite, {"data.seq_len": 64}, label=None, machine_device="cuda")
+    assert {s["data.seq_len"] for s in cli} == {64}  # the command line still wins
+    forced = expand_suite(suite, {"device": "cpu"}, label=None, machine_device="cuda")
+    assert {s["model.size"] for s in forced} == {"tiny"}
+
+
+@pytest.mark.parametrize(
+    ("table", "named"),
+    [
+        ('[defaults.cuda]\ndevice = "cpu"', "'cuda' cannot set 'device'"),
+        ("[defaults]\ncuda = 3", "'cuda' must be a table of settings"),
+        ('[defaults.cuda]\n"model.sise" = "1b"', "unknown setting 'model.sise'"),
+        ("[defaults.tpu]\nrepeats = 1", "unknown setting 'tpu.repeats'"),
+    ],
+)
+def test_bad_device_tables_are_one_clear_error(tmp_path, table, named):
+    path = write(tmp_path, table + '\n[[entries]]\nworkload = "transformer-vs-mamba"\n')
+    with pytest.raises(SpecError, match=re.escape(named)):
+        load_suite(str(path))
+
+
+def test_shipped_suites_measure_gpu_sized_models_on_cuda():
+    specs = expand_suite(load_suite("posttrain"), {}, label=None, machine_device="cuda")
+    by_workload = {s.workload: s for s in specs}
+    assert by_workload["transformer-vs-mamba"]["model.size"] == "125m"
+    assert max(s["data.seq_len"] for s in specs) >= 8192
+    assert by_workload["fsdp-vs-odc"]["model.size"] == "tiny"  # ODC runs on CPU ranks

@@ -33,7 +33,11 @@ from greenbench.running.execute import (
     sweep_stale_temp,
     threads_per_rank,
 )
-from greenbench.running.preflight import check_energy_sources, why_it_cannot_fit
+from greenbench.running.preflight import (
+    check_energy_sources,
+    why_it_cannot_fit,
+    why_too_few_devices,
+)
 from greenbench.running.resolve import resolve_spec
 from greenbench.vocabulary import RunSpec
 
@@ -51,6 +55,22 @@ class RunSummary:
     def failed(self) -> int:
         """Configurations that ran and did not finish ok (skipped ones did not run)."""
         return sum(s not in ("ok", "skipped") for s in self.statuses)
+
+
+def nothing_can_run(reasons: list[str], shown: int = 3) -> str:
+    """One line for a suite none of whose configurations can run here: each distinct reason
+    with how many configurations it stops, the commonest first."""
+    from collections import Counter
+
+    counted = Counter(reasons).most_common()
+    parts = [f"{n} × {why}" if n > 1 else why for why, n in counted[:shown]]
+    if len(counted) > shown:
+        parts.append(f"and {len(counted) - shown} other reason(s)")
+    return (
+        f"none of the {len(reasons)} configurations can run on this machine: "
+        + "; ".join(parts)
+        + " (--force runs them anyway)"
+    )
 
 
 def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
@@ -227,6 +247,7 @@ def run_specs(
     rdzv: dict[str, Any] | None = None,
     resume: bool = False,
     force: bool = False,
+    devices: int | None = None,
 ) -> RunSummary:
     """Run every spec, storing each as it finishes. ``on_event`` drives progress display.
 
@@ -236,8 +257,10 @@ def run_specs(
 
     Before anything is stored, forced energy sources are checked, and every configuration is
     checked against this machine (`greenbench.running.preflight`; ``force`` skips the latter):
-    one configuration that cannot fit is refused (DoesNotFit, exit 2, nothing written); in a
-    suite it is stored ``skipped`` with the reason and the others run.
+    its ranks need a device each (the visible GPUs, at most ``devices``; on CPU, ``devices``
+    ranks when given) and its estimated memory and time must fit. One configuration that cannot
+    is refused (DoesNotFit, exit 2, nothing written), and so is a suite none of whose
+    configurations can; otherwise it is stored ``skipped`` with the reason and the others run.
     """
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.hardware.fingerprint import fingerprint as machine_fingerprint
@@ -261,10 +284,15 @@ def run_specs(
         i: why
         for i, (spec, peak) in enumerate(zip(specs, peaks, strict=True))
         if not simulated.is_simulated(spec)
-        and (why := why_it_cannot_fit(spec, trusted_peak(spec, peak[0]))) is not None
+        and (
+            why := why_too_few_devices(spec, devices)
+            or why_it_cannot_fit(spec, trusted_peak(spec, peak[0]))
+        ) is not None
     }  # fmt: skip
     if len(specs) == 1 and refused:
         raise DoesNotFit(f"{specs[0].name} {refused[0]} (--force runs it anyway)")
+    if refused and len(refused) == len(specs):
+        raise DoesNotFit(nothing_can_run(list(refused.values())))
     now: dict[str, Any] = {}  # the configuration a wait for the database's lock is for
     store = Store(  # validates the file and reads every block of it before any run starts
         db_path,

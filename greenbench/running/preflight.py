@@ -3,7 +3,8 @@ with its reason instead of failing (or timing out and losing its repeats) much l
 
 * A forced energy source (``--energy-source``) must work here, and measure this run's devices:
   NVML reads GPUs, so it cannot measure a CPU run. One line, exit 2, nothing written.
-* A configuration must fit the machine: lower bounds of the memory and time it needs
+* A configuration must fit the machine: one device per rank (the visible GPUs, or as many as
+  ``--devices`` lends), and lower bounds of the memory and time it needs
   (`greenbench.plan.estimate`) against the memory the node has available now (CPU) or its GPUs'
   memory (CUDA), and against ``timeout_s``. ``--force`` skips this check for a user who knows
   better.
@@ -69,6 +70,29 @@ def memory_available(spec: RunSpec) -> tuple[float, str]:
 
     available = psutil.virtual_memory().available
     return float(available), f"{gib(available)} of memory available on this node"
+
+
+def devices_here(device: str, limit: int | None = None) -> int | None:
+    """Devices one node lends a configuration: the visible CUDA devices on cuda (at most
+    ``limit``), ``limit`` ranks on cpu (None: no limit; CPU ranks share the cores)."""
+    if device == "cuda":
+        import torch
+
+        visible = torch.cuda.device_count()
+        return visible if limit is None else min(visible, limit)
+    return limit
+
+
+def why_too_few_devices(spec: RunSpec, limit: int | None = None) -> str | None:
+    """The reason ``spec``'s ranks cannot each have a device of this node, or None."""
+    s = spec.settings
+    have = devices_here(s["device"], limit)
+    if have is None or s["nproc"] <= have:
+        return None
+    what = "CUDA device(s) visible" if s["device"] == "cuda" else "device(s) lent (--devices)"
+    if s["device"] == "cuda" and limit is not None:
+        what = "CUDA device(s) lent (--devices, or those visible)"
+    return f"needs {s['nproc']} device(s) per node, {have} {what}"
 
 
 def why_it_cannot_fit(spec: RunSpec, peak_flops: float | None) -> str | None:

@@ -26,6 +26,7 @@ def run_with_progress(
     rdzv: dict[str, Any] | None = None,
     resume: bool = False,
     force: bool = False,
+    devices: int | None = None,
 ) -> RunSummary:
     """Run specs with a progress bar; print one line per finished run and a summary."""
     console = Console(stderr=True)
@@ -79,15 +80,24 @@ def run_with_progress(
 
         try:
             summary = run_specs(
-                specs, db_path, on_event=on_event, rdzv=rdzv, resume=resume, force=force
+                specs,
+                db_path,
+                on_event=on_event,
+                rdzv=rdzv,
+                resume=resume,
+                force=force,
+                devices=devices,
             )
         except KeyboardInterrupt:
             kept = escape(str(db_path))
             console.print(f"[yellow]interrupted[/yellow]: finished runs are kept in {kept}")
             raise SystemExit(130) from None
     ok = sum(s == "ok" for s in summary.statuses)
+    skipped = sum(s == "skipped" for s in summary.statuses)
     console.print(
-        f"{ok}/{len(summary.statuses)} configurations ok; results in {escape(str(db_path))}"
+        f"{ok}/{len(summary.statuses)} configurations ok"
+        + (f", {skipped} skipped (cannot run on this machine)" if skipped else "")
+        + f"; results in {escape(str(db_path))}"
     )
     if any(status != "ok" for status in summary.statuses):
         table = Table(title="not ok")

@@ -13,24 +13,20 @@ from greenbench.vocabulary import RunSpec
 
 
 def resolve_device(spec: RunSpec) -> RunSpec:
-    """Turn ``auto`` device and precision into concrete values; fail if cuda is asked and absent."""
+    """Turn ``auto`` device and precision into concrete values; fail if cuda is asked and absent.
+    (Whether this machine has enough devices for the spec's ranks is the preflight's question:
+    `greenbench.running.preflight.why_too_few_devices`.)"""
     import torch
 
     s = dict(spec.settings)
     has_cuda = torch.cuda.is_available()
     if s["device"] == "auto":
         s["device"] = "cuda" if has_cuda else "cpu"
-    if s["device"] == "cuda":
-        if not has_cuda:
-            raise DeviceUnavailable(
-                "--device cuda was asked but torch sees no CUDA device here "
-                "(CPU-only torch build or no GPU); use --device cpu"
-            )
-        if s["nproc"] > torch.cuda.device_count():
-            raise DeviceUnavailable(
-                f"nproc={s['nproc']} but only {torch.cuda.device_count()} "
-                "CUDA device(s) are visible"
-            )
+    if s["device"] == "cuda" and not has_cuda:
+        raise DeviceUnavailable(
+            "--device cuda was asked but torch sees no CUDA device here "
+            "(CPU-only torch build or no GPU); use --device cpu"
+        )
     if s["precision"] == "auto":
         s["precision"] = "bf16" if s["device"] == "cuda" else "fp32"
     return replace(spec, settings=s)

@@ -212,3 +212,78 @@ def test_random_suite_files_never_give_a_traceback(tmp_path_factory, monkeypatch
     )
     result = run("--suite", str(suite), "--db", str(db))
     check_outcome(result, db)
+
+
+# ------------------------------------------------------------------ devices per configuration
+
+
+def test_too_few_gpus_is_a_reason_with_the_counts(monkeypatch):
+    import torch
+
+    from greenbench.running.preflight import why_too_few_devices
+
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)  # one visible GPU
+    (two,) = expand(
+        "data-parallel", [{"device": "cuda", "strategy": "ddp", "data.lengths": "fixed"}]
+    )
+    assert why_too_few_devices(two) == "needs 2 device(s) per node, 1 CUDA device(s) visible"
+    assert why_too_few_devices(two, limit=4) is not None  # a limit never adds GPUs
+    (one,) = expand("transformer-vs-mamba", [{"device": "cuda", **ONE_CONFIG}])
+    assert why_too_few_devices(one) is None
+    (cpu,) = expand(
+        "data-parallel", [{"device": "cpu", "strategy": "ddp", "data.lengths": "fixed"}]
+    )
+    assert why_too_few_devices(cpu) is None  # CPU ranks share the cores: no limit unless lent
+    assert (
+        why_too_few_devices(cpu, limit=1)
+        == "needs 2 device(s) per node, 1 device(s) lent (--devices)"
+    )
+
+
+ONE_CONFIG = {"model.family": "transformer", "data.seq_len": 64}
+
+
+def test_posttrain_on_one_device_runs_every_one_device_configuration(tmp_path, monkeypatch):
+    """The whole suite on a node that lends one device: the one-rank configurations run, the
+    others are stored skipped with their reason, and the exit status is 0."""
+    monkeypatch.setattr(launch, "execute", fake_execute)
+    db = tmp_path / "r.duckdb"
+    result = run("--suite", "posttrain", "--devices", "1", "--device", "cpu",
+                 "--set", "energy.idle_s=0", "--db", str(db))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    runs = read_frame(db, "SELECT nproc, status, error FROM runs")
+    assert len(runs) == 21
+    ran, skipped = runs[runs["nproc"] == 1], runs[runs["nproc"] > 1]
+    assert len(ran) == 8 and set(ran["status"]) == {"ok"}
+    assert len(skipped) == 13 and set(skipped["status"]) == {"skipped"}
+    assert all(
+        re.fullmatch(r"cannot fit this machine: needs [24] device\(s\) per node, 1 device\(s\) "
+                     r"lent \(--devices\) \(--force runs it anyway\)", e)
+        for e in skipped["error"]
+    )  # fmt: skip
+    assert "8/21 configurations ok, 13 skipped (cannot run on this machine)" in result.output
+
+
+def test_nothing_that_can_run_is_one_line_exit_2_and_no_database(tmp_path):
+    db = tmp_path / "r.duckdb"
+    result = run("--workload", "data-parallel", *QUICK, "--devices", "1", "--db", str(db))
+    assert result.exit_code == 2, result.output
+    (line,) = result.output.strip().splitlines()
+    assert line.endswith(
+        "none of the 4 configurations can run on this machine: 4 × needs 2 device(s) per node, "
+        "1 device(s) lent (--devices) (--force runs them anyway)"
+    )
+    assert not db.exists()
+
+
+@pytest.mark.slow
+def test_posttrain_on_one_device_for_real(tmp_path):
+    """As above with real ranks training (shortened windows): the eight one-device
+    configurations train and are stored ok."""
+    db = tmp_path / "r.duckdb"
+    result = run("--suite", "posttrain", "--devices", "1", "--device", "cpu", *QUICK[4:],
+                 "--db", str(db))  # fmt: skip
+    assert result.exit_code == 0, result.output
+    runs = read_frame(db, "SELECT model_family, nproc, status FROM runs WHERE status = 'ok'")
+    assert len(runs) == 8 and set(runs["nproc"]) == {1}
+    assert set(runs["model_family"]) >= {"transformer", "mamba"}

@@ -202,7 +202,7 @@ class ContextParallelMambaMixer(FastScanMambaMixer):
         )
         delta = F.softplus(self.dt_proj(time_step))
         A = -torch.exp(self.A_log.float())
-        backend = self.scan_backend if self.scan_backend in ("auto", "native", "torch") else "auto"
+        backend = self.scan_backend if self.scan_backend != "mamba-ssm" else "auto"
         with torch.autocast(x.device.type, enabled=False):  # the scan's arithmetic is float32
             y, h_local = scan_with_end_state(
                 x, delta, A, B, C, chunk_size=self.scan_chunk_size, backend=backend
