@@ -60,6 +60,9 @@ DEFAULTS: dict[str, Any] = {
     "train.warmup_steps": 2,
     "train.lr": 1e-3,
     "train.pp_schedule": "1f1b",  # pipeline schedule when layout.pp > 1: 1f1b | gpipe
+    # torch.compile of each block: auto (on for the Transformer on CUDA under single, ddp or
+    # fsdp; off elsewhere) | on | off
+    "train.compile": "auto",
     "train.min_window_s": 1.0,
     "energy.source": "auto",  # auto | nvml | zeus | rapl | estimate
     "energy.region": "world",  # ISO-3 country code or cloud region for carbon intensity
@@ -103,6 +106,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "precision": ("auto", "fp32", "bf16"),
     "data.balance": ("auto", "same-count", "sampler", "balanced-cost"),
     "train.pp_schedule": ("1f1b", "gpipe"),
+    "train.compile": ("auto", "on", "off"),
     "skippipe.mode": ("real", "simulate"),
     "skippipe.network": ("local", "gcp12"),
     "skippipe.schedule": ("skippipe", "random", "full"),

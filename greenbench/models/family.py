@@ -116,6 +116,8 @@ class ModelBuilder:
 
     ``build(device)`` seeds torch's RNG with ``seed`` and constructs the model (``"meta"``
     builds shapes only), so every rank and the single-process reference get the same weights.
+    With ``compile``, each block's forward is compiled (`compile_blocks`) as the model is
+    built, before any strategy wraps, shards or splits it.
     """
 
     family: ModelFamily
@@ -123,6 +125,7 @@ class ModelBuilder:
     seed: int
     kernel: str = "none"
     vocab_size: int | None = None
+    compile: bool = False
 
     @property
     def info(self) -> ModelInfo:
@@ -131,9 +134,24 @@ class ModelBuilder:
     def build(self, device: str | torch.device | None = None) -> torch.nn.Module:
         torch.manual_seed(self.seed)
         if device is None:
-            return self.family.build(self.size, vocab_size=self.vocab_size, kernel=self.kernel)
-        with torch.device(device):
-            return self.family.build(self.size, vocab_size=self.vocab_size, kernel=self.kernel)
+            model = self.family.build(self.size, vocab_size=self.vocab_size, kernel=self.kernel)
+        else:
+            with torch.device(device):
+                model = self.family.build(
+                    self.size, vocab_size=self.vocab_size, kernel=self.kernel
+                )
+        if self.compile:
+            compile_blocks(self.family.blocks(model))
+        return model
 
     def blocks(self, model: torch.nn.Module) -> list[torch.nn.Module]:
         return self.family.blocks(model)
+
+
+def compile_blocks(blocks: list[torch.nn.Module]) -> None:
+    """Compile each block's ``forward`` with `torch.compile`, in place, as torchtitan compiles
+    each transformer block: the module stays itself (same parameters, same class), so FSDP2's
+    hooks, DDP's wrapper and a tensor-parallel plan apply to it as to an eager block and run
+    eagerly around the compiled forward. Compilation happens at the first call."""
+    for block in blocks:
+        block.forward = torch.compile(block.forward)  # type: ignore[method-assign]

@@ -178,6 +178,10 @@ def run_row(
     s = spec.settings
     layout = spec.layout
     kernels = FAMILIES[s["model.family"]].kernels_used(s["model.scan"])
+    if not simulated.is_simulated(spec):
+        from greenbench.running.worker import optimizer_kernel
+
+        kernels["optimizer"] = optimizer_kernel(s["device"])
     return {
         "run_id": run_id,
         "suite": spec.suite,

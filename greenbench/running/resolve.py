@@ -1,7 +1,8 @@
 """What the launcher decides about a spec on the machine that runs it, before the run is stored:
-the device and precision (``auto``), the kernel ``model.scan: auto`` becomes, and whether ranks
-run under CPU quotas. Resolved values are part of the run's identity, so runs on different
-devices, kernels or quota settings are never pooled."""
+the device and precision (``auto``), the kernel ``model.scan: auto`` becomes, whether blocks are
+compiled, and whether ranks run under CPU quotas. Resolved values are part of the run's
+identity, so runs on different devices, kernels, compilation or quota settings are never
+pooled."""
 
 from __future__ import annotations
 
@@ -41,6 +42,26 @@ def resolve_kernel(spec: RunSpec) -> RunSpec:
     return replace(spec, settings=s)
 
 
+#: strategies whose runs compile their blocks under ``train.compile: auto`` on CUDA (the ones
+#: torchtitan compiles; the others hook into their blocks' forward in ways not tried compiled)
+COMPILED_BY_DEFAULT = ("single", "ddp", "fsdp")
+
+
+def resolve_compile(spec: RunSpec) -> RunSpec:
+    """``train.compile`` as on or off: auto is on for the Transformer on CUDA under the
+    strategies of `COMPILED_BY_DEFAULT` (as torchtitan runs it), off elsewhere (on CPU the
+    reference runs stay eager, and compiling a tiny model costs more than it saves)."""
+    s = dict(spec.settings)
+    if s["train.compile"] == "auto":
+        on = (
+            s["device"] == "cuda"
+            and s["model.family"] == "transformer"
+            and s["strategy"] in COMPILED_BY_DEFAULT
+        )
+        s["train.compile"] = "on" if on else "off"
+    return replace(spec, settings=s)
+
+
 def resolve_quota(spec: RunSpec, cores: int | None = None) -> RunSpec:
     """``emulate.rank_cpu_quota`` as on or off for this node: auto is on exactly when a CPU run
     has more ranks on the node than the node has cores (GPU ranks own their devices)."""
@@ -65,4 +86,4 @@ def resolve_spec(spec: RunSpec) -> RunSpec:
         s["device"] = "cpu" if s["device"] == "auto" else s["device"]
         s["emulate.rank_cpu_quota"] = "off"
         spec = replace(spec, settings=s)
-    return resolve_quota(resolve_kernel(resolve_device(spec)))
+    return resolve_quota(resolve_compile(resolve_kernel(resolve_device(spec))))

@@ -80,6 +80,21 @@ def peak_memory_bytes(device: torch.device) -> int:
     return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
 
 
+def make_optimizer(params: Any, lr: float, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW as the field runs it: on CUDA the fused implementation (one kernel for every
+    parameter's update, as torchtitan's default), on CPU torch's default (foreach), which
+    the CPU reference runs were measured with. `optimizer_kernel` names which, for the run's
+    record."""
+    if optimizer_kernel(device.type) == "adamw-fused":
+        return torch.optim.AdamW(params, lr=lr, fused=True)
+    return torch.optim.AdamW(params, lr=lr)
+
+
+def optimizer_kernel(device: str) -> str:
+    """The AdamW implementation `make_optimizer` picks on ``device`` ("cpu" or "cuda")."""
+    return "adamw-fused" if device == "cuda" else "adamw-foreach"
+
+
 def run_rank(spec: RunSpec) -> list[RankResult]:
     """Train this rank for warm-up plus ``repeats`` measured windows; return one result each."""
     from greenbench.models import FAMILIES, ModelBuilder
@@ -88,7 +103,13 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
     s = spec.settings
     ctx = dist_context(s["device"], s["precision"])
     layout = spec.layout
-    builder = ModelBuilder(FAMILIES[s["model.family"]], s["model.size"], s["seed"], s["model.scan"])
+    builder = ModelBuilder(
+        FAMILIES[s["model.family"]],
+        s["model.size"],
+        s["seed"],
+        s["model.scan"],
+        compile=s["train.compile"] == "on",
+    )
     mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
     comm = CommRecorder(ctx.device)
     strategy = STRATEGIES[s["strategy"]](ctx, mesh, comm, layout)
@@ -114,7 +135,7 @@ def train_and_measure(
 
     s = spec.settings
     model.train()
-    optimizer = torch.optim.AdamW(strategy.parameters(model), lr=s["train.lr"])
+    optimizer = make_optimizer(strategy.parameters(model), s["train.lr"], ctx.device)
     plan = DataPlan.from_settings(s, info.vocab_size)
 
     step = 0

@@ -40,6 +40,8 @@ def _simulated_skippipe(s: Mapping[str, Any]) -> bool:
 
 APPLIES_WHEN = {
     "train.pp_schedule": lambda s: s.get("layout.pp", 1) not in (1, "auto"),
+    # compiled runs only: every run before the setting was eager, and keeps its identity
+    "train.compile": lambda s: s.get("train.compile") == "on",
     "skippipe.network": _simulated_skippipe,
     **{
         key: _skippipe
