@@ -63,6 +63,9 @@ DEFAULTS: dict[str, Any] = {
     # torch.compile of each block: auto (on for the Transformer on CUDA under single, ddp or
     # fsdp; off elsewhere) | on | off
     "train.compile": "auto",
+    # liger-kernel's fused norm, RoPE, SwiGLU and linear cross-entropy for the Transformer:
+    # auto (on where it is installed, on CUDA under single, ddp or fsdp) | on | off
+    "model.liger": "auto",
     "train.min_window_s": 1.0,
     "energy.source": "auto",  # auto | nvml | zeus | rapl | estimate
     "energy.region": "world",  # ISO-3 country code or cloud region for carbon intensity
@@ -107,6 +110,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "data.balance": ("auto", "same-count", "sampler", "balanced-cost"),
     "train.pp_schedule": ("1f1b", "gpipe"),
     "train.compile": ("auto", "on", "off"),
+    "model.liger": ("auto", "on", "off"),
     "skippipe.mode": ("real", "simulate"),
     "skippipe.network": ("local", "gcp12"),
     "skippipe.schedule": ("skippipe", "random", "full"),

@@ -101,6 +101,10 @@ class ModelFamily:
     kernel_choices: tuple[str, ...] = ()
     resolve_kernel: Callable[[str, str], str] = lambda setting, device: "none"
     fixed_kernels: Mapping[str, str] = field(default_factory=dict)
+    #: ``fuse(model, device)``: the field's fused-kernel library applied to a built model in
+    #: place (liger-kernel for the Transformer, ``model.liger``); returns the kernels by role.
+    #: A model whose loss it fuses is marked with `FUSED_LOSS_ATTR`.
+    fuse: Callable[[torch.nn.Module, str], dict[str, str]] | None = None
 
     def kernels_used(self, kernel: str) -> dict[str, str]:
         """Every kernel a run with the resolved ``kernel`` uses, by role."""
@@ -116,8 +120,9 @@ class ModelBuilder:
 
     ``build(device)`` seeds torch's RNG with ``seed`` and constructs the model (``"meta"``
     builds shapes only), so every rank and the single-process reference get the same weights.
-    With ``compile``, each block's forward is compiled (`compile_blocks`) as the model is
-    built, before any strategy wraps, shards or splits it.
+    With ``fused``, the family's fused kernels are applied (``fuse``); with ``compile``, each
+    block's forward is compiled (`compile_blocks`); both as the model is built, before any
+    strategy wraps, shards or splits it.
     """
 
     family: ModelFamily
@@ -126,6 +131,7 @@ class ModelBuilder:
     kernel: str = "none"
     vocab_size: int | None = None
     compile: bool = False
+    fused: bool = False
 
     @property
     def info(self) -> ModelInfo:
@@ -140,12 +146,26 @@ class ModelBuilder:
                 model = self.family.build(
                     self.size, vocab_size=self.vocab_size, kernel=self.kernel
                 )
+        if self.fused:
+            if self.family.fuse is None:
+                raise ValueError(f"model family {self.family.name!r} has no fused kernels")
+            self.family.fuse(model, torch.device(device or "cpu").type)
         if self.compile:
             compile_blocks(self.family.blocks(model))
         return model
 
     def blocks(self, model: torch.nn.Module) -> list[torch.nn.Module]:
         return self.family.blocks(model)
+
+
+#: set on a model whose forward, given ``labels`` and ``num_items_in_batch=1``, returns the
+#: summed next-token loss itself (computed fused with the LM head, logits never materialised)
+FUSED_LOSS_ATTR = "greenbench_fused_loss"
+
+
+def fuses_loss(model: torch.nn.Module) -> bool:
+    """Whether ``model`` (or the module a DDP wrapper holds) computes its loss in its forward."""
+    return bool(getattr(getattr(model, "module", model), FUSED_LOSS_ATTR, False))
 
 
 def compile_blocks(blocks: list[torch.nn.Module]) -> None:

@@ -182,6 +182,10 @@ def run_row(
         from greenbench.running.worker import optimizer_kernel
 
         kernels["optimizer"] = optimizer_kernel(s["device"])
+    if s["model.liger"] == "on":
+        from greenbench.models.transformer.fused import liger_parts
+
+        kernels |= liger_parts(s["device"])
     return {
         "run_id": run_id,
         "suite": spec.suite,

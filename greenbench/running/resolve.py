@@ -1,15 +1,15 @@
 """What the launcher decides about a spec on the machine that runs it, before the run is stored:
 the device and precision (``auto``), the kernel ``model.scan: auto`` becomes, whether blocks are
-compiled, and whether ranks run under CPU quotas. Resolved values are part of the run's
-identity, so runs on different devices, kernels, compilation or quota settings are never
-pooled."""
+compiled and liger's fused kernels used, and whether ranks run under CPU quotas. Resolved values
+are part of the run's identity, so runs on different devices, kernels, compilation or quota
+settings are never pooled."""
 
 from __future__ import annotations
 
 import os
 from dataclasses import replace
 
-from greenbench.errors import DeviceUnavailable
+from greenbench.errors import DeviceUnavailable, KernelUnavailable, SpecError
 from greenbench.vocabulary import RunSpec
 
 
@@ -62,6 +62,34 @@ def resolve_compile(spec: RunSpec) -> RunSpec:
     return replace(spec, settings=s)
 
 
+def resolve_liger(spec: RunSpec) -> RunSpec:
+    """``model.liger`` as on or off: auto is on for the Transformer on CUDA under the
+    strategies of `COMPILED_BY_DEFAULT` when liger-kernel is installed. ``on`` elsewhere is
+    refused with its reason (SpecError: another family or a strategy whose loss is computed
+    elsewhere; KernelUnavailable: not installed, or a CPU without Triton's interpreter)."""
+    from greenbench.models.transformer.fused import liger_available, liger_runs_on
+
+    s = dict(spec.settings)
+    fits = s["model.family"] == "transformer" and s["strategy"] in COMPILED_BY_DEFAULT
+    if s["model.liger"] == "auto":
+        on = fits and s["device"] == "cuda" and liger_available()
+        s["model.liger"] = "on" if on else "off"
+    elif s["model.liger"] == "on":
+        if not fits:
+            raise SpecError(
+                "model.liger=on applies to the transformer family under strategy single, ddp or "
+                f"fsdp (got {s['model.family']} under {s['strategy']})"
+            )
+        if not liger_available():
+            raise KernelUnavailable("model.liger=on but liger-kernel is not installed")
+        if not liger_runs_on(s["device"]):
+            raise KernelUnavailable(
+                "model.liger=on: liger-kernel's kernels are Triton GPU kernels; on CPU they run "
+                "only under Triton's interpreter (TRITON_INTERPRET=1)"
+            )
+    return replace(spec, settings=s)
+
+
 def resolve_quota(spec: RunSpec, cores: int | None = None) -> RunSpec:
     """``emulate.rank_cpu_quota`` as on or off for this node: auto is on exactly when a CPU run
     has more ranks on the node than the node has cores (GPU ranks own their devices)."""
@@ -86,4 +114,4 @@ def resolve_spec(spec: RunSpec) -> RunSpec:
         s["device"] = "cpu" if s["device"] == "auto" else s["device"]
         s["emulate.rank_cpu_quota"] = "off"
         spec = replace(spec, settings=s)
-    return resolve_quota(resolve_compile(resolve_kernel(resolve_device(spec))))
+    return resolve_quota(resolve_liger(resolve_compile(resolve_kernel(resolve_device(spec)))))

@@ -109,6 +109,7 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
         s["seed"],
         s["model.scan"],
         compile=s["train.compile"] == "on",
+        fused=s["model.liger"] == "on",
     )
     mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
     comm = CommRecorder(ctx.device)

@@ -33,6 +33,7 @@ import torch
 import torch.nn.functional as F
 
 from greenbench.comm import CommRecorder
+from greenbench.models.family import fuses_loss
 from greenbench.vocabulary import Layout
 
 if TYPE_CHECKING:
@@ -214,6 +215,9 @@ class Strategy(ABC):
         input_ids = mb.input_ids.to(device, non_blocking=True)
         labels = mb.labels.to(device, non_blocking=True)
         position_ids = mb.position_ids.to(device, non_blocking=True)
+        if fuses_loss(model):  # the forward computes the summed loss, fused with the LM head
+            with self.autocast():
+                return forward_fused_loss(model, input_ids, position_ids, labels)
         with self.autocast():
             logits = forward_logits(model, input_ids, position_ids)
         return F.cross_entropy(
@@ -278,6 +282,21 @@ def forward_logits(
     if takes_position_ids(type(getattr(model, "module", model))):
         return model(input_ids=input_ids, position_ids=position_ids).logits
     return model(input_ids=input_ids).logits
+
+
+def forward_fused_loss(
+    model: torch.nn.Module,
+    input_ids: torch.Tensor,
+    position_ids: torch.Tensor,
+    labels: torch.Tensor,
+) -> torch.Tensor:
+    """The summed next-token loss of a model that computes it in its forward
+    (`greenbench.models.family.fuses_loss`): ``num_items_in_batch=1`` makes its reduction a
+    sum, the quantity `Strategy.microbatch_loss` computes from logits."""
+    extra = {"position_ids": position_ids}
+    if not takes_position_ids(type(getattr(model, "module", model))):
+        extra = {}
+    return model(input_ids=input_ids, labels=labels, num_items_in_batch=1, **extra).loss
 
 
 @functools.cache

@@ -42,6 +42,7 @@ APPLIES_WHEN = {
     "train.pp_schedule": lambda s: s.get("layout.pp", 1) not in (1, "auto"),
     # compiled runs only: every run before the setting was eager, and keeps its identity
     "train.compile": lambda s: s.get("train.compile") == "on",
+    "model.liger": lambda s: s.get("model.liger") == "on",
     "skippipe.network": _simulated_skippipe,
     **{
         key: _skippipe
