@@ -11,6 +11,11 @@ Gradient reduction is a plain sum, divided here through the loss scale
 PREMUL_SUM, and averaging inside FSDP2 over gloo has been reported to sum instead of average.
 The equivalence test against ``single`` guards this.
 
+Precision: a bf16 run keeps float32 shards (the optimizer's master weights), gathers them as
+bf16 and reduces gradients in float32 (``MixedPrecisionPolicy(param_dtype=bf16,
+reduce_dtype=float32)``, torchtitan's default), with no autocast: the gathered bytes halve.
+Single-device and DDP runs autocast instead, as PyTorch's AMP recipe does.
+
 Time in communication: every all-gather and reduce-scatter FSDP2 issues goes through FSDP2's
 ``set_custom_all_gather`` / ``set_custom_reduce_scatter`` hooks (subclasses of its default
 implementations, which are private to torch: without them nothing is recorded) and into the
@@ -20,11 +25,12 @@ synchronous, CUDA events on GPU.
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from greenbench.comm import CommRecorder, tensor_bytes
 from greenbench.models import ModelBuilder
@@ -66,12 +72,18 @@ def shard_model(
     mesh: DeviceMesh,
     comm: CommRecorder,
     dim: str,
+    param_dtype: torch.dtype | None = None,
 ) -> None:
     """``fully_shard`` each block, then the root, over the 1-D ``mesh`` (recorded as ``dim``):
-    every all-gather and reduce-scatter recorded, gradients summed (see the module doc)."""
+    every all-gather and reduce-scatter recorded, gradients summed (see the module doc). With
+    ``param_dtype`` (bf16), parameters are gathered and computed in it and gradients reduced in
+    float32 over float32 shards (FSDP2's mixed precision, as torchtitan trains)."""
+    policy = MixedPrecisionPolicy()
+    if param_dtype is not None:
+        policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
     for block in blocks:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+        fully_shard(block, mesh=mesh, mp_policy=policy)
+    fully_shard(model, mesh=mesh, mp_policy=policy)
     recorded = DefaultAllGather is not None
     for module in model.modules():
         if isinstance(module, FSDPModule):
@@ -101,8 +113,20 @@ class FSDP(DataParallel):
                 self.ctx.device.type, (self.ctx.world_size,), mesh_dim_names=(DIM,)
             )
         shard_mesh = mesh[DIM] if mesh.ndim > 1 else mesh
-        shard_model(model, builder.blocks(model), shard_mesh, self.comm, DIM)
+        shard_model(
+            model, builder.blocks(model), shard_mesh, self.comm, DIM, param_dtype=self.param_dtype
+        )
         return model
+
+    @property
+    def param_dtype(self) -> torch.dtype | None:
+        """bf16 runs gather and compute bf16 parameters (FSDP2's mixed precision) instead of
+        autocasting float32 ones: half the bytes in every all-gather, as the field runs FSDP."""
+        return None if self.ctx.dtype == torch.float32 else self.ctx.dtype
+
+    def autocast(self) -> contextlib.AbstractContextManager[Any]:
+        """Nothing to cast: under bf16 the parameters FSDP2 gathers are bf16 already."""
+        return contextlib.nullcontext()
 
     def wait_point(self, index: int, count: int) -> bool:
         return index < count
