@@ -1,3 +1,31 @@
-"""greenbench: energy-aware benchmarking of LLM training workloads."""
+"""greenbench: energy-aware benchmarking of LLM training workloads.
+
+For a user's own code: `Workload`, `Batch` and `WorkloadContext` describe a workload an entry
+point returns (``greenbench run --workload mypkg.bench:workload``), and `measure` measures one's
+own training loop (``with greenbench.measure(label=...) as m: ... m.step(tokens=n)``). They are
+imported on first use, so ``import greenbench`` (and the CLI) stays light.
+"""
+
+from __future__ import annotations
+
+from typing import Any
 
 __version__ = "0.1.0"
+
+#: public names and the module that defines each
+_LAZY = {
+    "Batch": "greenbench.user.contract",
+    "Workload": "greenbench.user.contract",
+    "WorkloadContext": "greenbench.user.contract",
+    "measure": "greenbench.measuring.session",
+}
+
+__all__ = ["Batch", "Workload", "WorkloadContext", "__version__", "measure"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'greenbench' has no attribute {name!r}")

@@ -149,6 +149,55 @@ def run(
         sys.exit(1)
 
 
+@main.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--tokens", type=click.IntRange(min=0), help="tokens the command trains on")
+@click.option(
+    "--tokens-file",
+    type=click.Path(path_type=Path),
+    help="file the command writes its token count to (default: a temporary one, whose path "
+    "the command finds in $GREENBENCH_TOKENS_FILE)",
+)
+@click.option("--name", help="what is measured (default: the command's name)")
+@click.option("--label", help="tag stored with the run, for `greenbench compare`")
+@click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
+@click.option(
+    "--energy-source",
+    type=click.Choice(["auto", "nvml", "zeus", "rapl", "estimate"]),
+    default="auto",
+    help="force an energy source (fails if unavailable)",
+)
+@click.option("--region", default="world", help="carbon-intensity region (ISO-3 or cloud)")
+@click.option("--idle-s", type=click.FloatRange(min=0), default=0.0, help="idle power first")
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@click.argument("command", nargs=-1, type=click.UNPROCESSED)
+@friendly
+def measure(
+    command: tuple[str, ...],
+    tokens: int | None,
+    tokens_file: Path | None,
+    name: str | None,
+    label: str | None,
+    device: str,
+    energy_source: str,
+    region: str,
+    idle_s: float,
+    db: Path | None,
+) -> None:
+    """Measure a whole command's energy: greenbench measure [OPTIONS] -- COMMAND [ARGS]...
+
+    Stored as a whole-process measurement (start-up and everything else included), not a
+    training window; exits with the command's status."""
+    from greenbench.measuring.command import measure_command
+
+    result = measure_command(
+        list(command), db=db or default_db(), label=label, name=name, tokens=tokens,
+        tokens_file=tokens_file, device=device, energy_source=energy_source, region=region,
+        idle_s=idle_s,
+    )  # fmt: skip
+    click.echo(result.line(), err=True)
+    sys.exit(result.exit_code)
+
+
 @main.command(name="list")
 @click.argument("what", type=click.Choice(["suites", "workloads", "runs", "settings"]))
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)

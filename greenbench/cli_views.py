@@ -24,11 +24,16 @@ def catalog(what: str) -> None:
     elif what == "workloads":
         from greenbench.workloads import WORKLOADS
 
-        table = Table("workload", "question", "sweeps")
+        table = Table("workload", "question", "sweeps", "from")
         for wl in WORKLOADS.values():
             sweeps = ", ".join(f"{k}={v}" for k, v in wl.sweep.items())
-            table.add_row(cell(wl.name), cell(wl.question), cell(sweeps))
+            table.add_row(cell(wl.name), cell(wl.question), cell(sweeps), "greenbench")
+        for row in registered_workloads():
+            table.add_row(*(cell(c) for c in row))
         console.print(table)
+        console.print(
+            "Your own: greenbench run --workload module.path:attribute (docs/user-workloads.md)."
+        )
     elif what == "settings":
         from greenbench.spec import DEFAULTS
 
@@ -36,6 +41,27 @@ def catalog(what: str) -> None:
         for key, value in DEFAULTS.items():
             table.add_row(cell(key), cell(repr(value)))
         console.print(table)
+
+
+def registered_workloads() -> list[tuple[str, str, str, str]]:
+    """(name, question, sweeps, from) of every workload installed packages register under the
+    ``greenbench.workloads`` entry-point group; one that does not load says why instead of its
+    question (the listing goes on)."""
+    from greenbench.errors import GreenbenchError
+    from greenbench.user import entry
+    from greenbench.workloads import from_user
+
+    rows = []
+    for name, ep in sorted(entry.registered().items()):
+        where = f"{ep.value}" + (f" ({ep.dist.name} {ep.dist.version})" if ep.dist else "")
+        try:
+            wl = from_user(entry.load(name))
+        except GreenbenchError as exc:
+            rows.append((name, f"cannot load: {exc}", "", where))
+            continue
+        sweeps = ", ".join(f"{k}={v}" for k, v in wl.sweep.items())
+        rows.append((name, wl.question, sweeps, where))
+    return rows
 
 
 def doctor() -> None:

@@ -7,6 +7,12 @@ suite files, in ``--set key=value`` and in the stored config JSON.
 Precedence, lowest first: the defaults below < the workload's base settings < the suite's
 ``[defaults]`` < the suite entry's ``set`` < command-line options (``--repeats``, ``--set`` …).
 A value given as a list (in TOML, or ``--set key=a,b``) sweeps that setting.
+
+A user workload (``mypkg.bench:workload``, `greenbench.user`) has the settings below that are not
+about greenbench's own models and data (`BUILT_IN_ONLY`), plus its own ``user.*`` settings, typed
+by the defaults it declares. A layer several workloads share (a suite's ``[defaults]``, the
+command line of a suite run) gives each workload the settings it has, and naming a setting none
+of them has is an error; a workload's own layers may name only its settings.
 """
 
 from __future__ import annotations
@@ -14,16 +20,20 @@ from __future__ import annotations
 import difflib
 import itertools
 import math
+import re
 from dataclasses import dataclass, field
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import tomllib
 
 from greenbench.errors import SpecError
-from greenbench.vocabulary import DEGREES, Layout, RunSpec, resolve_layout
+from greenbench.vocabulary import DEGREES, Layout, RunSpec, is_user_workload, resolve_layout
+
+if TYPE_CHECKING:
+    from greenbench.workloads import Workload
 
 #: every setting, its default and its type. ``"auto"`` means "decided when the spec is
 #: resolved": nproc and the layout's degrees from each other (greenbench.vocabulary.layout),
@@ -146,6 +156,29 @@ NON_NEGATIVE = (
 )
 
 
+#: settings of greenbench's own models, data and schedules (prefixes and keys), which a user
+#: workload does not have: its model, batches and their settings are its own
+BUILT_IN_ONLY = (
+    "model.",
+    "data.",
+    "skippipe.",
+    "emulate.link_",
+    "emulate.slow",
+    "train.pp_schedule",
+)
+#: the prefix of a user workload's own settings (`greenbench.user.contract.USER_PREFIX`)
+USER_PREFIX = "user."
+
+
+def settings_table(workload: Workload) -> dict[str, Any]:
+    """Every setting ``workload`` has, with its default: `DEFAULTS` for greenbench's own; for a
+    user workload those not in `BUILT_IN_ONLY`, and its own ``user.*`` settings."""
+    if workload.user is None:
+        return DEFAULTS
+    common = {k: v for k, v in DEFAULTS.items() if not k.startswith(BUILT_IN_ONLY)}
+    return common | workload.user.workload.user_settings()
+
+
 #: the devices a suite may give settings of their own (``[defaults.cuda]``, ``[entries.cuda]``)
 SUITE_DEVICES = ("cpu", "cuda")
 
@@ -170,6 +203,8 @@ class SuiteSpec:
     defaults: dict[str, Any] = field(default_factory=dict)
     entries: tuple[SuiteEntry, ...] = ()
     on_device: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: folders (absolute) put in front of the import path, where the suite's user workloads live
+    python_path: tuple[str, ...] = ()
 
 
 # --------------------------------------------------------------------------- parsing values
@@ -180,7 +215,8 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise SpecError(f"--set expects key=value, got {text!r}")
     key, raw = (part.strip() for part in text.split("=", 1))
-    check_key(key)
+    if not key.startswith(USER_PREFIX):  # a user setting is checked by its workload
+        check_key(key)
     if "," in raw:
         values = [coerce(key, item.strip()) for item in raw.split(",") if item.strip()]
         if not values:
@@ -189,16 +225,23 @@ def parse_assignment(text: str) -> tuple[str, Any]:
     return key, coerce(key, raw)
 
 
-def coerce(key: str, value: Any) -> Any:
-    """Convert a value (from TOML or the command line) to the setting's type, or fail clearly."""
-    check_key(key)
-    default = DEFAULTS[key]
+def coerce(key: str, value: Any, table: dict[str, Any] | None = None) -> Any:
+    """Convert a value (from TOML or the command line) to the setting's type, or fail clearly.
+
+    ``table`` is the workload's settings (default: greenbench's own); a ``user.*`` setting not
+    in it is kept as given, to be converted once its workload is known (`fit_layer`)."""
+    table = DEFAULTS if table is None else table
+    if key.startswith(USER_PREFIX) and key not in table:
+        check_user_key(key)
+        return value
+    check_key(key, table)
+    default = table[key]
     if isinstance(value, list):
         if not value:
             raise SpecError(f"setting {key!r} sweeps no values (an empty list)")
         if any(isinstance(v, (list, dict)) for v in value):
             raise SpecError(f"setting {key!r}: a sweep is a flat list of values, got {value!r}")
-        return [coerce(key, v) for v in value]
+        return [coerce(key, v, table) for v in value]
     if isinstance(value, dict):
         raise SpecError(f"setting {key!r} expects a value, got a table {value!r}")
     if key in AUTO_INTS:
@@ -237,11 +280,58 @@ def coerce(key: str, value: Any) -> Any:
         ) from None
 
 
-def check_key(key: str) -> None:
-    if key not in DEFAULTS:
-        close = difflib.get_close_matches(key, DEFAULTS, n=1)
+def check_key(key: str, table: dict[str, Any] | None = None) -> None:
+    table = DEFAULTS if table is None else table
+    if key not in table:
+        close = difflib.get_close_matches(key, table, n=1)
         hint = f" (did you mean {close[0]!r}?)" if close else ""
         raise SpecError(f"unknown setting {key!r}{hint}; `greenbench list settings` shows them")
+
+
+def check_user_key(key: str) -> None:
+    """A ``user.*`` key is a plain dotted name (which workload has it is checked later)."""
+    if not re.fullmatch(r"user\.[A-Za-z_][\w.-]*", key):
+        raise SpecError(f"setting {key!r}: write a user setting as user.NAME")
+
+
+def fit_layer(
+    layer: dict[str, Any], workload: Workload, table: dict[str, Any], *, shared: bool = False
+) -> dict[str, Any]:
+    """``layer``'s settings for ``workload`` (its ``user.*`` values converted by their defaults).
+
+    A setting the workload does not have is an error, or, in a ``shared`` layer (a suite's
+    defaults, a suite run's command line), left out for this workload."""
+    out = {}
+    for key, value in layer.items():
+        if key not in table:
+            if shared:
+                continue
+            raise SpecError(f"workload {workload.name}: {not_its_setting(key, workload, table)}")
+        if not (key.startswith(USER_PREFIX) or workload.user is not None):
+            out[key] = value  # greenbench's own, coerced where it was read
+            continue
+        try:
+            out[key] = coerce(key, value, table)
+        except SpecError as exc:
+            raise SpecError(f"workload {workload.name}: {exc}") from None
+    return out
+
+
+def not_its_setting(key: str, workload: Workload, table: dict[str, Any]) -> str:
+    """Why ``key`` is not a setting of ``workload``, with the ones it has instead."""
+    own = sorted(k for k in table if k.startswith(USER_PREFIX))
+    if workload.user is not None and key in DEFAULTS:
+        return (
+            f"setting {key!r} is about greenbench's own models and data, which a user workload "
+            f"does not use (its own settings: {', '.join(own) or 'none'})"
+        )
+    if key.startswith(USER_PREFIX):
+        close = difflib.get_close_matches(key, own, n=1)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        has = f"its own settings: {', '.join(own)}" if own else "it declares no user settings"
+        return f"unknown setting {key!r}{hint}; {has}"
+    check_key(key, table)  # raises, with the closest match
+    return f"unknown setting {key!r}"
 
 
 def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
@@ -307,16 +397,29 @@ def load_suite(name_or_path: str) -> SuiteSpec:
         raise SpecError(f"{where}: malformed TOML: {exc}") from None
     except (OSError, UnicodeDecodeError) as exc:
         raise SpecError(f"{where}: cannot read suite file: {exc}") from None
-    return parse_suite(data, name=source.name.removesuffix(".toml"), where=where)
+    return parse_suite(
+        data,
+        name=source.name.removesuffix(".toml"),
+        where=where,
+        folder=path.absolute().parent if source is path else None,
+    )
 
 
-def parse_suite(data: dict[str, Any], *, name: str, where: str) -> SuiteSpec:
-    unknown = set(data) - {"name", "description", "defaults", "entries"}
+def parse_suite(
+    data: dict[str, Any], *, name: str, where: str, folder: Path | None = None
+) -> SuiteSpec:
+    """A suite from its TOML table; ``folder`` (the suite file's) anchors ``python_path``."""
+    unknown = set(data) - {"name", "description", "defaults", "entries", "python_path"}
     if unknown:
         raise SpecError(
             f"{where}: unknown top-level key(s) {sorted(unknown)}; expected "
-            "description, defaults, [[entries]]"
+            "description, defaults, [[entries]], python_path"
         )
+    python_path = data.get("python_path", [])
+    if isinstance(python_path, str):
+        python_path = [python_path]
+    if not isinstance(python_path, list) or not all(isinstance(p, str) for p in python_path):
+        raise SpecError(f"{where}: python_path must be a folder or a list of folders")
     defaults = data.get("defaults", {})
     if not isinstance(defaults, dict):
         raise SpecError(f"{where}: [defaults] must be a table")
@@ -351,6 +454,7 @@ def parse_suite(data: dict[str, Any], *, name: str, where: str) -> SuiteSpec:
         ),
         entries=tuple(entries),
         on_device=_device_tables(defaults, f"{where}: [defaults]"),
+        python_path=tuple(str((folder or Path.cwd()) / p) for p in python_path),
     )
 
 
@@ -384,17 +488,16 @@ def expand(
     from greenbench.workloads import get_workload
 
     wl = get_workload(workload)
-    merged: dict[str, Any] = dict(DEFAULTS)
-    merged.update(wl.base)
-    merged.update(wl.sweep)
-    for layer in layers:
-        merged.update(layer)
+    table = settings_table(wl)
+    merged: dict[str, Any] = dict(table)
+    for layer in (wl.base, wl.sweep, *layers):
+        merged.update(fit_layer(layer, wl, table))
     sweep_keys = [k for k, v in merged.items() if isinstance(v, list)]
     specs = []
     for combo in itertools.product(*(merged[k] for k in sweep_keys)):
         settings = dict(merged)
         settings.update(zip(sweep_keys, combo, strict=True))
-        spec = RunSpec(workload=workload, settings=resolve(settings), suite=suite, label=label)
+        spec = RunSpec(workload=wl.name, settings=resolve(settings), suite=suite, label=label)
         validate(spec)
         specs.append(spec)
     return specs
@@ -411,22 +514,33 @@ def expand_suite(
     defaults and the entry's ``set`` respectively, below the command line."""
     from greenbench.workloads import get_workload
 
+    if suite.python_path:
+        from greenbench.user.entry import add_python_path
+
+        add_python_path(suite.python_path)
+    workloads = [get_workload(entry.workload) for entry in suite.entries]
+    tables = [settings_table(wl) for wl in workloads]
+    shared = [suite.defaults, *suite.on_device.values(), cli]
+    for key in sorted({k for layer in shared for k in layer}):
+        if not any(key in table for table in tables):
+            wl = workloads[0]
+            raise SpecError(f"suite {suite.name}: {not_its_setting(key, wl, tables[0])}")
     specs: list[RunSpec] = []
-    for entry in suite.entries:
-        merged = {"device": "auto"} | get_workload(entry.workload).base
+    for entry, wl, table in zip(suite.entries, workloads, tables, strict=True):
+        merged = {"device": "auto"} | dict(wl.base)
         for layer in (suite.defaults, entry.overrides, cli):
-            merged |= layer
+            merged |= fit_layer(layer, wl, table, shared=layer is not entry.overrides)
         device = merged["device"]
         if device == "auto":
             device = machine_device or default_device()
         elif not isinstance(device, str):  # a sweep over devices: no device's own tables
             device = None
         layers = [
-            suite.defaults,
-            suite.on_device.get(device, {}),
+            fit_layer(suite.defaults, wl, table, shared=True),
+            fit_layer(suite.on_device.get(device, {}), wl, table, shared=True),
             entry.overrides,
             entry.on_device.get(device, {}),
-            cli,
+            fit_layer(cli, wl, table, shared=True),
         ]
         specs += expand(entry.workload, layers, suite=suite.name, label=label)
     return specs
@@ -440,14 +554,15 @@ def default_device() -> str:
 
 
 def check_values(s: dict[str, Any]) -> None:
-    """Every value on its own: choices, registries, presets, signs. SpecError on the first."""
+    """Every value on its own: choices, registries, presets, signs. SpecError on the first.
+    (A user workload's settings lack those of `BUILT_IN_ONLY`: only the present are checked.)"""
     from greenbench.data import COST_MODELS, LENGTH_DISTRIBUTIONS
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.models import FAMILIES
     from greenbench.strategies import STRATEGIES
 
     for key, choices in CHOICES.items():
-        if s[key] not in choices:
+        if key in s and s[key] not in choices:
             raise SpecError(f"{key}={s[key]!r} is not one of {', '.join(choices)}")
     named = {
         "strategy": STRATEGIES,
@@ -456,19 +571,19 @@ def check_values(s: dict[str, Any]) -> None:
         "data.cost_model": COST_MODELS,
     }
     for key, registry in named.items():
-        if s[key] not in registry:
+        if key in s and s[key] not in registry:
             raise SpecError(f"{key}={s[key]!r} is not one of {', '.join(sorted(registry))}")
-    sizes = FAMILIES[s["model.family"]].presets
-    if s["model.size"] not in sizes:
+    sizes = FAMILIES[s["model.family"]].presets if "model.family" in s else {}
+    if "model.family" in s and s["model.size"] not in sizes:
         raise SpecError(
             f"model.size={s['model.size']!r} is not a {s['model.family']} preset "
             f"({', '.join(sizes)})"
         )
     for key in POSITIVE:
-        if s[key] != "auto" and not s[key] > 0:
+        if key in s and s[key] != "auto" and not s[key] > 0:
             raise SpecError(f"{key} must be > 0, got {s[key]!r}")
     for key in NON_NEGATIVE:
-        if not s[key] >= 0:
+        if key in s and not s[key] >= 0:
             raise SpecError(f"{key} must be >= 0, got {s[key]!r}")
     for key in AUTO_INTS:
         if s[key] != "auto" and not s[key] >= 1:
@@ -488,8 +603,11 @@ def check_values(s: dict[str, Any]) -> None:
 def check_degrees_fit_model(s: dict[str, Any], degrees: dict[str, int]) -> None:
     """Each given degree against the model and the data: tp divides what the family splits
     (attention heads, Mamba's inner channels), pp is at most the layers, cp divides the
-    sequence."""
+    sequence. (A user workload has no model family: its layouts are data-parallel only.)"""
     from greenbench.models import model_info
+
+    if "model.family" not in s:
+        return
 
     fam = f"{s['model.family']}/{s['model.size']}"
     info = model_info(s["model.family"], s["model.size"])
@@ -553,7 +671,7 @@ def resolve(settings: dict[str, Any]) -> dict[str, Any]:
     given = {d: s[f"layout.{d}"] for d in DEGREES if s[f"layout.{d}"] != "auto"}
     check_degrees_fit_model(s, given)
     cls = STRATEGIES[s["strategy"]]
-    if s["data.balance"] == "auto":
+    if s.get("data.balance") == "auto":
         s["data.balance"] = cls.balance
     world = None if s["nproc"] == "auto" else s["nproc"] * s["nnodes"]
     appliers = {d: [n for n, c in STRATEGIES.items() if d in c.applies] for d in DEGREES}
@@ -582,7 +700,7 @@ def validate(spec: RunSpec) -> None:
 
     s = spec.settings
     check_values(s)
-    if any(s[key] == "auto" for key in (*AUTO_INTS, "data.balance")):
+    if any(s.get(key) == "auto" for key in (*AUTO_INTS, "data.balance")):
         raise SpecError("validate needs a resolved spec (nproc, layout.*, data.balance concrete)")
     layout = spec.layout
     check_degrees_fit_model(s, layout.degrees())
@@ -591,4 +709,28 @@ def validate(spec: RunSpec) -> None:
             f"layout {layout.text} needs {layout.world} ranks but nproc×nnodes = "
             f"{s['nproc'] * s['nnodes']}"
         )
-    STRATEGIES[s["strategy"]].validate(s, layout)
+    if is_user_workload(spec.workload):
+        check_user_run(spec)
+    else:
+        STRATEGIES[s["strategy"]].validate(s, layout)
+
+
+def check_user_run(spec: RunSpec) -> None:
+    """A user workload's run: a strategy the workload supports, and a warm-up step to count its
+    FLOPs in when it does not give them."""
+    from greenbench.workloads import get_workload
+
+    wl = get_workload(spec.workload)
+    own = wl.user.workload if wl.user is not None else None
+    if own is None:
+        return
+    if spec["strategy"] not in own.strategies:
+        raise SpecError(
+            f"workload {spec.workload} runs under {', '.join(own.strategies)} (its "
+            f"Workload.strategies), not strategy={spec['strategy']}"
+        )
+    if own.flops_per_token is None and spec["train.warmup_steps"] < 1:
+        raise SpecError(
+            f"workload {spec.workload} gives no flops_per_token, so they are counted over the "
+            "first warm-up step: train.warmup_steps must be >= 1"
+        )

@@ -2,7 +2,9 @@
 
 A workload reads like an experiment plan: what is held fixed, what varies. Suites in
 ``greenbench/suites/*.toml`` pick workloads and override settings;
-``greenbench run --workload NAME`` runs one with ``--set`` overrides.
+``greenbench run --workload NAME`` runs one with ``--set`` overrides. A user's own workload
+(``--workload mypkg.bench:workload``, or a name its package registers) is described here the same
+way (`from_user`), from the object its entry point returns.
 """
 
 from __future__ import annotations
@@ -11,6 +13,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from greenbench.errors import SpecError
+from greenbench.user.contract import USER_PREFIX, user_key
+from greenbench.user.entry import LoadedWorkload
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,6 +23,8 @@ class Workload:
     question: str
     base: dict[str, Any] = field(default_factory=dict)
     sweep: dict[str, list[Any]] = field(default_factory=dict)
+    #: a user's own workload, loaded from its entry point (None for greenbench's own)
+    user: LoadedWorkload | None = None
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -135,9 +141,37 @@ WORKLOADS: dict[str, Workload] = {
 
 
 def get_workload(name: str) -> Workload:
-    try:
+    """A workload by name: greenbench's own, a name a package registered under the
+    ``greenbench.workloads`` entry-point group, or a user entry point ``module.path:attribute``
+    (`greenbench.user`)."""
+    if name in WORKLOADS:
         return WORKLOADS[name]
-    except KeyError:
-        raise SpecError(
-            f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))})"
-        ) from None
+    from greenbench.user import entry
+
+    if entry.is_entry_point(name) or name in entry.registered():
+        return from_user(entry.load(name))
+    registered = sorted(entry.registered())
+    raise SpecError(
+        f"unknown workload {name!r} (known: {', '.join(sorted(WORKLOADS))}"
+        + (f"; registered by installed packages: {', '.join(registered)}" if registered else "")
+        + "; or your own as module.path:attribute)"
+    )
+
+
+def from_user(loaded: LoadedWorkload) -> Workload:
+    """A user workload as greenbench's own are described: named by its entry point (the name
+    its runs are stored under), its question, the settings it fixes and sweeps (its own named
+    bare or as ``user.NAME``)."""
+    own = loaded.workload
+    declared = {key.removeprefix(USER_PREFIX) for key in own.settings}
+
+    def key(name: str) -> str:
+        return user_key(name) if name in declared else name
+
+    return Workload(
+        name=loaded.ref,
+        question=own.question or f"{own.name}: a user workload ({loaded.ref})",
+        base={key(k): v for k, v in own.base.items()},
+        sweep={key(k): list(v) for k, v in own.sweep.items()},
+        user=loaded,
+    )

@@ -25,7 +25,7 @@ from typing import Any
 
 from greenbench.errors import DoesNotFit, GreenbenchError, WorkerFailed
 from greenbench.results import RankResult, RepeatResult, RunOutcome
-from greenbench.running import simulated
+from greenbench.running import simulated, user_run
 from greenbench.running.contention import ContentionWatch
 from greenbench.running.execute import (
     execute,
@@ -39,7 +39,7 @@ from greenbench.running.preflight import (
     why_too_few_devices,
 )
 from greenbench.running.resolve import resolve_spec
-from greenbench.vocabulary import RunSpec
+from greenbench.vocabulary import RunSpec, is_user_workload
 
 
 @dataclass(slots=True)
@@ -177,15 +177,19 @@ def run_row(
 
     s = spec.settings
     layout = spec.layout
-    kernels = FAMILIES[s["model.family"]].kernels_used(s["model.scan"])
+    user = is_user_workload(spec.workload)
+    kernels = {} if user else FAMILIES[s["model.family"]].kernels_used(s["model.scan"])
     if not simulated.is_simulated(spec):
         from greenbench.running.worker import optimizer_kernel
 
         kernels["optimizer"] = optimizer_kernel(s["device"])
-    if s["model.liger"] == "on":
+    if s.get("model.liger") == "on":
         from greenbench.models.transformer.fused import liger_parts
 
         kernels |= liger_parts(s["device"])
+    overrides = simulated.row_overrides(spec) if simulated.is_simulated(spec) else {}
+    if user:  # the columns a built-in model and data fill, from the workload and its package
+        overrides = user_run.row_overrides(spec, fingerprint.get("versions", {}))
     return {
         "run_id": run_id,
         "suite": spec.suite,
@@ -193,8 +197,8 @@ def run_row(
         "config_name": spec.name,
         "config_key": config_key(spec.identity()),
         "config": json.dumps(spec.to_dict(), sort_keys=True),
-        "model_family": s["model.family"],
-        "model_size": s["model.size"],
+        "model_family": s.get("model.family"),
+        "model_size": s.get("model.size"),
         "strategy": s["strategy"],
         "layout": layout.text,
         **layout.degrees(),
@@ -205,8 +209,8 @@ def run_row(
         "nproc": s["nproc"],
         "nnodes": s["nnodes"],
         "precision": s["precision"],
-        "seq_len": s["data.seq_len"],
-        "lengths": s["data.lengths"],
+        "seq_len": s.get("data.seq_len"),
+        "lengths": s.get("data.lengths"),
         "region": s["energy.region"],
         "carbon_intensity_g_per_kwh": carbon[0],
         "status": "running",
@@ -217,7 +221,7 @@ def run_row(
         "hardware": json.dumps(fingerprint.get("hardware", fingerprint), default=str),
         "versions": json.dumps(fingerprint.get("versions", {}), default=str),
         "simulated": False,
-    } | (simulated.row_overrides(spec) if simulated.is_simulated(spec) else {})
+    } | overrides
 
 
 class IdlePower:
@@ -394,6 +398,8 @@ def measure(
         n_devices=s["nproc"] * s["nnodes"], idle_power_w=idle_w,
         carbon_g_per_kwh=carbon_g_per_kwh,
     )  # fmt: skip
+    if is_user_workload(spec.workload):
+        repeats = user_run.with_flops_note(spec, repeats)
     return RunOutcome(
         status="ok",
         repeats=repeats,

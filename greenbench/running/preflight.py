@@ -96,7 +96,10 @@ def why_too_few_devices(spec: RunSpec, limit: int | None = None) -> str | None:
 
 
 def why_it_cannot_fit(spec: RunSpec, peak_flops: float | None) -> str | None:
-    """The reason ``spec`` cannot run here, with the estimates, or None when it may fit."""
+    """The reason ``spec`` cannot run here, with the estimates, or None when it may fit (or
+    when nothing can be estimated: a user workload's model is its own)."""
+    if "model.family" not in spec.settings:
+        return None
     need = need_of(spec)
     wanted = need.memory_bytes_per_node()
     have, what = memory_available(spec)

@@ -10,7 +10,7 @@ import os
 from dataclasses import replace
 
 from greenbench.errors import DeviceUnavailable, KernelUnavailable, SpecError
-from greenbench.vocabulary import RunSpec
+from greenbench.vocabulary import RunSpec, is_user_workload
 
 
 def resolve_device(spec: RunSpec) -> RunSpec:
@@ -114,4 +114,8 @@ def resolve_spec(spec: RunSpec) -> RunSpec:
         s["device"] = "cpu" if s["device"] == "auto" else s["device"]
         s["emulate.rank_cpu_quota"] = "off"
         spec = replace(spec, settings=s)
+    if is_user_workload(spec.workload):  # no model family: no kernel or liger to choose
+        from greenbench.running import user_run
+
+        return resolve_quota(user_run.resolve_compile(resolve_device(spec)))
     return resolve_quota(resolve_liger(resolve_compile(resolve_kernel(resolve_device(spec)))))

@@ -7,9 +7,10 @@ against the training step it accompanies.
 
 from __future__ import annotations
 
+import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from greenbench.comm import POINT_TO_POINT_OPS
 from greenbench.results import CommRecord
@@ -27,6 +28,28 @@ def batch_flops(info: ModelInfo, batch: StepBatch) -> float:
     return sum(
         mb.n_tokens * flops_per_token(info, mb.input_ids.shape[1]) for mb in batch.microbatches
     )
+
+
+class StepFlops(Protocol):
+    """The FLOPs of a step: ``of(batch)``; ``counting(batch)`` wraps a warm-up step in which
+    they are counted, where they are not known beforehand (`greenbench.user.adapter`)."""
+
+    def of(self, batch: Any) -> float: ...
+
+    def counting(self, batch: Any) -> contextlib.AbstractContextManager[None]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ModelFlops:
+    """A greenbench model's analytic FLOPs (`batch_flops`): known, never counted."""
+
+    info: ModelInfo
+
+    def of(self, batch: StepBatch) -> float:
+        return batch_flops(self.info, batch)
+
+    def counting(self, batch: StepBatch) -> contextlib.AbstractContextManager[None]:
+        return contextlib.nullcontext()
 
 
 @dataclass(slots=True)

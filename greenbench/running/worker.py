@@ -16,6 +16,7 @@ per step).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -30,15 +31,14 @@ from typing import Any
 import torch
 
 from greenbench.comm import CommRecorder
-from greenbench.models import ModelInfo
 from greenbench.processes import die_with_parent, exit_now
 from greenbench.results import CommRecord, RankResult
 from greenbench.running.hangs import dump_stacks_on_request
 from greenbench.running.state_memory import StateMemory
-from greenbench.running.window import WindowTally, batch_flops, settle_calls
+from greenbench.running.window import ModelFlops, StepFlops, WindowTally, settle_calls
 from greenbench.strategies import STRATEGIES, DistContext, Strategy
 from greenbench.strategies.base import synchronize
-from greenbench.vocabulary import RunSpec
+from greenbench.vocabulary import RunSpec, is_user_workload
 
 
 def dist_context(device: str, precision: str) -> DistContext:
@@ -103,21 +103,31 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
     s = spec.settings
     ctx = dist_context(s["device"], s["precision"])
     layout = spec.layout
-    builder = ModelBuilder(
-        FAMILIES[s["model.family"]],
-        s["model.size"],
-        s["seed"],
-        s["model.scan"],
-        compile=s["train.compile"] == "on",
-        fused=s["model.liger"] == "on",
-    )
+    if is_user_workload(spec.workload):  # the user's model, batches and FLOPs
+        from greenbench.running.user_run import rank_parts
+
+        builder, plan, flops = rank_parts(spec, ctx.device)
+    else:
+        builder = ModelBuilder(
+            FAMILIES[s["model.family"]],
+            s["model.size"],
+            s["seed"],
+            s["model.scan"],
+            compile=s["train.compile"] == "on",
+            fused=s["model.liger"] == "on",
+        )
+        plan, flops = None, ModelFlops(builder.info)
     mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
     comm = CommRecorder(ctx.device)
     strategy = STRATEGIES[s["strategy"]](ctx, mesh, comm, layout)
     strategy.configure(s)
-    model = strategy.apply(builder)
+    model = strategy.apply(builder)  # type: ignore[arg-type]
+    if plan is None:
+        from greenbench.data import DataPlan
+
+        plan = DataPlan.from_settings(s, builder.info.vocab_size)
     try:
-        return train_and_measure(spec, ctx, strategy, model, comm, builder.info)
+        return train_and_measure(spec, ctx, strategy, model, comm, plan, flops)
     finally:
         strategy.close()
 
@@ -128,22 +138,25 @@ def train_and_measure(
     strategy: Strategy,
     model: torch.nn.Module,
     comm: CommRecorder,
-    info: ModelInfo,
+    plan: Any,
+    flops: StepFlops,
 ) -> list[RankResult]:
-    """Warm up, agree on the window's steps, then measure ``repeats`` windows."""
-    from greenbench.data import DataPlan
+    """Warm up, agree on the window's steps, then measure ``repeats`` windows. ``plan`` is
+    what `Strategy.batch` takes (a `DataPlan`, or a user workload's); ``flops`` gives each
+    step's FLOPs (and counts them over the first warm-up step where they must be counted)."""
     from greenbench.energy import select_meter
 
     s = spec.settings
     model.train()
     optimizer = make_optimizer(strategy.parameters(model), s["train.lr"], ctx.device)
-    plan = DataPlan.from_settings(s, info.vocab_size)
 
     step = 0
     warm_times = []
     for _ in range(s["train.warmup_steps"]):
         t0 = time.perf_counter()
-        strategy.train_step(model, optimizer, strategy.batch(plan, step))
+        batch = strategy.batch(plan, step)
+        with flops.counting(batch) if step == 0 else contextlib.nullcontext():
+            strategy.train_step(model, optimizer, batch)
         warm_times.append(time.perf_counter() - t0)
         step += 1
     n_steps = steps_per_window(s, warm_times, ctx)
@@ -182,7 +195,7 @@ def train_and_measure(
                     times,
                     loss,
                     batch,
-                    batch_flops(info, batch) * strategy.flops_fraction,
+                    flops.of(batch) * strategy.flops_fraction,
                     counted=strategy.counts_tokens,
                 )
             synchronize(ctx.device)

@@ -34,6 +34,7 @@ import torch.nn.functional as F
 
 from greenbench.comm import CommRecorder
 from greenbench.models.family import fuses_loss
+from greenbench.user.adapter import UserMicrobatch
 from greenbench.vocabulary import Layout
 
 if TYPE_CHECKING:
@@ -210,8 +211,12 @@ class Strategy(ABC):
         return 1.0
 
     def microbatch_loss(self, model: torch.nn.Module, mb: Microbatch) -> torch.Tensor:
-        """Sum of next-token cross-entropies over the real tokens of one microbatch."""
+        """Sum of next-token cross-entropies over the real tokens of one microbatch (a user
+        workload's microbatch computes its own loss: `greenbench.user.adapter`)."""
         device = self.ctx.device
+        if isinstance(mb, UserMicrobatch):
+            with self.autocast():
+                return mb.loss_sum(model, device)
         input_ids = mb.input_ids.to(device, non_blocking=True)
         labels = mb.labels.to(device, non_blocking=True)
         position_ids = mb.position_ids.to(device, non_blocking=True)

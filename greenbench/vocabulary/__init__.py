@@ -30,7 +30,7 @@ from greenbench.vocabulary.metrics import (
     Better,
     Metric,
 )
-from greenbench.vocabulary.runspec import RunSpec
+from greenbench.vocabulary.runspec import RunSpec, is_user_workload
 
 __all__ = [
     "ALIASES",
@@ -54,5 +54,6 @@ __all__ = [
     "identity",
     "is_identity_key",
     "is_simulated",
+    "is_user_workload",
     "resolve_layout",
 ]

@@ -14,6 +14,12 @@ from greenbench.vocabulary.identity import identity
 from greenbench.vocabulary.layout import DEGREES, Layout
 
 
+def is_user_workload(workload: str) -> bool:
+    """Whether a workload is a user's own, named by its entry point ``module.path:attribute``
+    (greenbench's own workloads have plain names, never a colon)."""
+    return ":" in workload
+
+
 @dataclass(frozen=True, slots=True)
 class RunSpec:
     """One fully resolved configuration of one workload."""
@@ -34,6 +40,10 @@ class RunSpec:
         s = self.settings
         quota = " cpu-quota" if s.get("emulate.rank_cpu_quota") == "on" else ""
         strategy = s["strategy"]
+        if is_user_workload(self.workload):  # its entry point and its own settings tell it apart
+            own = " ".join(f"{k}={v}" for k, v in sorted(s.items()) if k.startswith("user."))
+            ranks = s["nproc"] * s["nnodes"]
+            return f"{self.workload}{f' {own}' if own else ''} {strategy}×{ranks}{quota}"
         if strategy == "hybrid":  # its layout is what tells one hybrid run from another
             schedule = f" {s.get('train.pp_schedule', '1f1b')}" if self.layout.pp > 1 else ""
             strategy = f"hybrid[{self.layout.short}{schedule}]"

@@ -1,0 +1,213 @@
+"""``greenbench measure -- COMMAND``: the energy of any command as a whole, labelled so.
+
+The meter's window opens just before the command starts and closes when it exits, so the figure
+covers everything it did (interpreter start-up, imports, data loading, compilation, evaluation),
+and is stored as a whole-process measurement (`greenbench.measuring.record.PROCESS_NOTE`), never
+as a training window. Its meter reads what a rank 0 reads (`greenbench.energy.select`): the
+node's CPU and DRAM on a CPU run (a counter, else the labelled estimate, which models the whole
+machine's load), every visible GPU on a CUDA run.
+
+Tokens, for tokens/s and joules per token, come from ``--tokens N``, or from a small file the
+program writes: its path is in ``$GREENBENCH_TOKENS_FILE`` (or ``--tokens-file``), and it holds
+one whole number. Without either, tokens are unknown and so are the per-token figures.
+
+A command that cannot start is bad input (one line, exit 2, nothing written); one that exits
+non-zero is stored as failed, without results, and its exit status is passed on.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import resource
+import shlex
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from greenbench.errors import SpecError
+from greenbench.measuring.record import (
+    PROCESS_NOTE,
+    PROCESS_STRATEGY,
+    check_name,
+    device_type,
+    run_row,
+    store_run,
+)
+from greenbench.results import RankResult
+
+TOKENS_ENV = "GREENBENCH_TOKENS_FILE"
+
+
+@dataclass(frozen=True, slots=True)
+class CommandResult:
+    """What ``greenbench measure`` did: the command's exit status, the stored run, its figures."""
+
+    exit_code: int
+    run_id: str
+    seconds: float
+    tokens: int | None
+    energy_j: float | None
+    energy_label: str
+    note: str = ""
+
+    def line(self) -> str:
+        """One line for the terminal: what was stored, and its whole-process figures."""
+        status = "ok" if self.exit_code == 0 else f"failed (exit status {self.exit_code})"
+        parts = [f"{status}  {self.run_id}  whole process: {self.seconds:.2f} s"]
+        if self.energy_j is not None:
+            parts.append(f"{self.energy_j:.4g} J ({self.energy_label})")
+        if self.tokens:
+            parts.append(f"{self.tokens / self.seconds:,.0f} tok/s")
+            if self.energy_j is not None:
+                parts.append(f"{self.energy_j / self.tokens:.3g} J/token")
+        if self.note:
+            parts.append(self.note)
+        return "  ".join(parts)
+
+
+def read_tokens(path: Path) -> tuple[int | None, str]:
+    """(tokens, note) from the file a program wrote; None with the reason when unusable."""
+    if not path.exists():
+        return None, f"the command wrote no tokens file ({path}): tokens unknown"
+    text = path.read_text(errors="replace").strip()
+    try:
+        tokens = int(text)
+    except ValueError:
+        return None, f"tokens file {path} holds {text[:40]!r}, not a whole number: tokens unknown"
+    if tokens < 0:
+        return None, f"tokens file {path} holds {tokens} < 0: tokens unknown"
+    return tokens, ""
+
+
+def measure_command(
+    argv: list[str],
+    *,
+    db: Path,
+    label: str | None = None,
+    name: str | None = None,
+    tokens: int | None = None,
+    tokens_file: Path | None = None,
+    device: str = "auto",
+    energy_source: str = "auto",
+    region: str = "world",
+    idle_s: float = 0.0,
+) -> CommandResult:
+    """Run ``argv`` under a meter and store the whole process's energy (module docstring)."""
+    from greenbench.energy import select_meter
+    from greenbench.energy.carbon import carbon_intensity_g_per_kwh
+    from greenbench.hardware.fingerprint import fingerprint
+    from greenbench.store import new_run_id
+    from greenbench.vocabulary import energy_label
+
+    if not argv:
+        raise SpecError(
+            "give the command to measure after --, e.g. greenbench measure -- python train.py"
+        )
+    if shutil.which(argv[0]) is None:
+        raise SpecError(f"cannot run {argv[0]!r}: no such command or executable file")
+    if tokens is not None and tokens_file is not None:
+        raise SpecError("give --tokens N or --tokens-file PATH, not both")
+    carbon = carbon_intensity_g_per_kwh(region)[0]
+    device = _device(device)
+    gpus = _visible_gpus() if device == "cuda" else []
+    meter = select_meter(
+        device, None if energy_source == "auto" else energy_source, gpu_indices=gpus, local_rank=0
+    )
+    with tempfile.TemporaryDirectory(prefix="greenbench-measure-") as tmp:
+        path = tokens_file or Path(tmp) / "tokens"
+        env = dict(os.environ, **{TOKENS_ENV: str(path.absolute())})
+        try:
+            idle_w = meter.idle_power_w(idle_s) if idle_s > 0 else None
+            meter.begin()
+            start = time.perf_counter()
+            try:
+                proc = subprocess.Popen(argv, env=env)
+            except OSError as exc:
+                raise SpecError(f"cannot run {shlex.join(argv)}: {exc}") from None
+            try:
+                code = proc.wait()
+            except KeyboardInterrupt:
+                proc.terminate()
+                proc.wait()
+                raise
+            seconds = time.perf_counter() - start
+            window = meter.end()
+        finally:
+            meter.close()
+        counted, note = (tokens, "") if tokens is not None else read_tokens(path)
+    command = shlex.join(argv)
+    name = check_name(name or Path(argv[0]).name)
+    settings = {
+        "measure.scope": "process",
+        "measure.command": command,
+        "device": device,
+        "precision": "unknown",
+        "nproc": 1,
+        "nnodes": 1,
+        "energy.source": energy_source,
+        "energy.region": region,
+    }
+    row = run_row(
+        run_id=new_run_id(),
+        workload=f"process/{name}",
+        config_name=f"whole process: {command}",
+        strategy=PROCESS_STRATEGY,
+        settings=settings,
+        label=label,
+        device_type=device_type(device),
+        fingerprint=fingerprint(),
+        carbon_g_per_kwh=carbon,
+        model_size=name,
+    )
+    rank = RankResult(
+        rank=0, local_rank=0, host=socket.gethostname(), repeat=0, tokens=counted or 0,
+        seconds=seconds, compute_s=seconds, comm_s=0.0, wait_s=0.0, step_times_s=(seconds,),
+        peak_mem_bytes=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024,
+        flops=0.0, loss=math.nan, n_microbatches=1, energy=window,
+    )  # fmt: skip
+    ok = code == 0
+    run_id = store_run(
+        db,
+        row,
+        [rank] if ok else [],
+        idle_power_w=idle_w,
+        peak=(None, None),
+        carbon_g_per_kwh=carbon,
+        notes=(PROCESS_NOTE, note),
+        status="ok" if ok else "failed",
+        error=None if ok else f"the command exited with status {code}",
+    )
+    return CommandResult(
+        exit_code=code,
+        run_id=run_id,
+        seconds=seconds,
+        tokens=counted,
+        energy_j=window.energy_j,
+        energy_label=energy_label(window.source, window.measured),
+        note=note,
+    )
+
+
+def _device(device: str) -> str:
+    if device not in ("auto", "cpu", "cuda"):
+        raise SpecError(f"--device must be auto, cpu or cuda, got {device!r}")
+    if device == "cpu":
+        return device
+    import torch
+
+    if device == "cuda" and not torch.cuda.is_available():
+        from greenbench.errors import DeviceUnavailable
+
+        raise DeviceUnavailable("--device cuda was asked but torch sees no CUDA device here")
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def _visible_gpus() -> list[int]:
+    import torch
+
+    return list(range(torch.cuda.device_count()))

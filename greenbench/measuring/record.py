@@ -1,0 +1,160 @@
+"""Storing what a user measured in their own process: a run row, its one repeat and its ranks,
+written by one process (rank 0, or the ``greenbench measure`` command) as the launcher writes its.
+
+Two kinds of run come from here, each labelled by its ``strategy`` column and its name:
+
+- an **own loop** (``greenbench.measure``): the user's training loop after its warm-up steps,
+  rank-aware, a window like a workload's; ``strategy = own-loop``, workload ``loop/NAME``;
+- a **whole process** (``greenbench measure -- COMMAND``): everything the command did from start
+  to exit (start-up, data loading, compilation, evaluation included), never a training window;
+  ``strategy = whole-process``, workload ``process/NAME``, and every repeat's ``energy_note``
+  starts with `PROCESS_NOTE`.
+
+Their identity is what they measured (the name, the command line, the user's settings, the
+device and ranks), so a loop or command measured at two commits compares as one configuration.
+The columns of greenbench's own model and data are ``user`` (family, lengths), the name (size)
+and 0 (sequence length), as for a user workload.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from greenbench.errors import SpecError
+from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.vocabulary import Layout, config_key, identity
+
+LOOP_STRATEGY = "own-loop"
+PROCESS_STRATEGY = "whole-process"
+PROCESS_NOTE = (
+    "whole-process measurement: the command's energy and time from start to exit (start-up, "
+    "data loading and evaluation included), not a training window"
+)
+#: ``runs.model_family`` and ``runs.lengths`` of what greenbench did not build
+USER_FAMILY = "user"
+
+
+def check_name(name: str) -> str:
+    """A run name: non-empty, one line."""
+    name = str(name).strip()
+    if not name or "\n" in name:
+        raise SpecError(f"a measurement's name must be one non-empty line, got {name!r}")
+    return name
+
+
+def run_row(
+    *,
+    run_id: str,
+    workload: str,
+    config_name: str,
+    strategy: str,
+    settings: Mapping[str, Any],
+    label: str | None,
+    device_type: str,
+    fingerprint: Mapping[str, Any],
+    carbon_g_per_kwh: float,
+    model_size: str,
+) -> dict[str, Any]:
+    """The ``runs`` row of a measurement; ``settings`` hold ``device``, ``nproc``, ``nnodes``,
+    ``precision`` and ``energy.region`` beside what defines it."""
+    s = dict(settings)
+    world = int(s["nproc"]) * int(s["nnodes"])
+    layout = Layout(dp_replicate=world)  # ranks side by side: the user's own parallelism
+    return {
+        "run_id": run_id,
+        "suite": None,
+        "workload": workload,
+        "config_name": config_name,
+        "config_key": config_key(identity(s, workload)),
+        "config": json.dumps(
+            {"workload": workload, "suite": None, "label": label, "settings": s},
+            sort_keys=True,
+            default=str,
+        ),
+        "model_family": USER_FAMILY,
+        "model_size": model_size,
+        "strategy": strategy,
+        "layout": layout.text,
+        **layout.degrees(),
+        "kernels": json.dumps({}),
+        "rank_cpu_quota": False,
+        "device": s["device"],
+        "device_type": device_type,
+        "nproc": s["nproc"],
+        "nnodes": s["nnodes"],
+        "precision": s["precision"],
+        "seq_len": 0,
+        "lengths": USER_FAMILY,
+        "region": s["energy.region"],
+        "carbon_intensity_g_per_kwh": carbon_g_per_kwh,
+        "status": "running",
+        "label": label,
+        "git_sha": fingerprint.get("git_sha"),
+        "started_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
+        "host": fingerprint.get("host"),
+        "hardware": json.dumps(fingerprint.get("hardware", {}), default=str),
+        "versions": json.dumps(fingerprint.get("versions", {}), default=str),
+        "simulated": False,
+    }
+
+
+def device_type(device: str) -> str:
+    """The ``runs.device_type`` of this machine's ``device`` (as the launcher names it)."""
+    if device == "cuda":
+        import torch
+
+        return torch.cuda.get_device_name(0)
+    from greenbench.hardware.machine import cpu_model
+
+    return f"cpu:{cpu_model()}"
+
+
+def store_run(
+    db: Path,
+    row: dict[str, Any],
+    ranks: list[RankResult],
+    *,
+    idle_power_w: float | None,
+    peak: tuple[float | None, str | None],
+    carbon_g_per_kwh: float,
+    notes: tuple[str, ...] = (),
+    mfu_note: str = "",
+    status: str = "ok",
+    error: str | None = None,
+) -> str:
+    """Write one measured run (its single repeat aggregated from ``ranks``); return its id.
+    ``notes`` go in front of the repeat's energy note (e.g. `PROCESS_NOTE`), ``mfu_note`` (where
+    the FLOPs came from) in front of its MFU note."""
+    from dataclasses import replace
+
+    from greenbench.metrics import aggregate_repeat
+    from greenbench.store import Store
+
+    repeats: list[RepeatResult] = []
+    if ranks:
+        repeat = aggregate_repeat(
+            ranks,
+            idle_power_w=idle_power_w,
+            peak_flops=peak[0],
+            n_devices=int(row["nproc"]) * int(row["nnodes"]),
+            carbon_g_per_kwh=carbon_g_per_kwh,
+        )
+        note = "; ".join(filter(None, (*notes, repeat.energy_note)))
+        mfu = "; ".join(filter(None, (mfu_note, repeat.mfu_note)))
+        repeats = [replace(repeat, energy_note=note, mfu_note=mfu)]
+    outcome = RunOutcome(
+        status=status,
+        repeats=repeats,
+        ranks=ranks,
+        error=error,
+        peak_flops=peak[0],
+        peak_flops_source=peak[1],
+    )
+    with Store(db) as store:
+        store.begin_run(row)
+        store.finish_run(row["run_id"], outcome)
+    return str(row["run_id"])
