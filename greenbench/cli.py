@@ -43,6 +43,16 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.version_option(package_name="greenbench")
 def main() -> None:
     """Energy-aware benchmarks of LLM training: joules, tokens/s and MFU per configuration."""
+    restore_power_limits()
+
+
+def restore_power_limits() -> None:
+    """Before any command: put back the GPU power limits a greenbench killed mid-run (SIGKILL)
+    left changed, one line each on stderr (`greenbench.running.power_limits`)."""
+    from greenbench.running.power_limits import restore_stale
+
+    for line in restore_stale():
+        click.echo(f"greenbench: {line}", err=True)
 
 
 @main.command()
@@ -228,11 +238,15 @@ def show(run_id: str, db: Path | None) -> None:
 
 @main.command()
 @friendly
-def doctor() -> None:
-    """What this machine can measure (CUDA, NVML, RAPL, Zeus), and why not."""
+@click.option(
+    "--redfish-url", default="", help="also read this Redfish Power or EnvironmentMetrics resource"
+)
+def doctor(redfish_url: str) -> None:
+    """What this machine can measure (CUDA, NVML, RAPL, Zeus, the node's BMC), the GPUs' power
+    limits and whether greenbench may change them, and why not. Changes nothing."""
     from greenbench.cli_views import doctor as show_doctor
 
-    show_doctor()
+    show_doctor(redfish_url)
 
 
 @main.command()

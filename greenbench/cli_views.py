@@ -64,8 +64,9 @@ def registered_workloads() -> list[tuple[str, str, str, str]]:
     return rows
 
 
-def doctor() -> None:
-    """`greenbench doctor`: devices, energy sources and why each is or is not usable."""
+def doctor(redfish_url: str = "") -> None:
+    """`greenbench doctor`: devices, energy sources and why each is or is not usable, what the
+    node offers beyond them, and the GPUs' power limits. Reads only; changes nothing."""
     from greenbench.energy.select import (
         cuda_device_names,
         describe_cuda,
@@ -83,3 +84,37 @@ def doctor() -> None:
     console.print(table)
     for line in explain_choices(probes, names).values():
         console.print(cell(line))
+    node_and_limits(redfish_url)
+
+
+def node_and_limits(redfish_url: str = "") -> None:
+    """The doctor's second half: the node's own meters (IPMI DCMI, Redfish) and every GPU's power
+    limits (now, default, allowed) with whether greenbench may change them."""
+    from greenbench.energy.node import doctor_probes
+    from greenbench.running.power_limits import doctor_report
+
+    table = Table("node meter", "available", "why")
+    for p in doctor_probes(redfish_url):
+        available = "[green]yes[/green]" if p.available else "[red]no[/red]"
+        table.add_row(cell(p.source), available, cell(p.reason))
+    console.print(table)
+    report = doctor_report()
+    if not report.devices:
+        console.print(f"[bold]GPU power limits[/bold]: {cell(report.why or 'no GPU')}")
+    else:
+        table = Table("GPU", "name", "limit now W", "default W", "allowed W", "uuid")
+        for d in report.devices:
+            table.add_row(
+                cell(d.index), cell(d.name), f"{d.current_w:g}", f"{d.default_w:g}",
+                f"{d.min_w:g}–{d.max_w:g}", cell(d.uuid),
+            )  # fmt: skip
+        console.print(table)
+        may = report.permission
+        verdict = "[green]may[/green]" if may and may.may else "[red]may not[/red]"
+        console.print(f"greenbench {verdict} change them: {cell(may.why if may else report.why)}")
+    for entry in report.held:
+        console.print(
+            f"GPU {cell(entry.get('index'))} ({cell(entry.get('uuid'))}) is held at "
+            f"{cell(entry.get('applied_w'))} W by greenbench process {cell(entry.get('pid'))}, "
+            f"running now (original {cell(entry.get('original_w'))} W, restored when it ends)"
+        )

@@ -14,6 +14,13 @@ compute them the same way. Conventions, each chosen once here:
   otherwise (pipeline schedules) the pooled union of every rank's step times, noted.
 - **Wait energy** = energy × wait fraction: an attribution estimate (it assumes power is flat
   across compute and waiting), not a measurement.
+- **Beside the run's devices** (`RankResult.extra_energy`, local rank 0 only): the node's own
+  meter (IPMI, Redfish) is ``energy_node_j``, never added into ``energy_j``, and unknown (None,
+  with the meter's note) when it did not answer; RAPL's CPU and DRAM on a GPU run fill
+  ``energy_cpu_j``/``energy_dram_j`` (``energy_host_source`` names it), also outside ``energy_j``,
+  which stays what the run's own devices drew.
+- **GPU power** per device: the window's mean is GPU energy ÷ seconds ÷ devices; the peak is the
+  highest power sample of any one GPU (where its meter sampled power).
 - **MFU above 1** is impossible, so it is never stored or shown, nor clamped: the peak (a CPU
   calibration taken under load, say) or the FLOP count is wrong, and the repeat's MFU is None
   with the reason in ``mfu_note``. (The launcher first re-measures a CPU peak that a run beat.)
@@ -28,6 +35,7 @@ from typing import Any
 from greenbench.energy.base import EnergyWindow
 from greenbench.results import RankResult, RepeatResult
 from greenbench.stats import median_ci, percentile
+from greenbench.vocabulary import NODE_SOURCES
 
 JOULES_PER_KWH = 3.6e6
 
@@ -106,6 +114,45 @@ def _step_times(ranks: Sequence[RankResult]) -> tuple[tuple[float, ...], str]:
     return pooled, "ranks timed different step counts: step percentiles pool all ranks' steps"
 
 
+def _gpu_power(
+    ranks: Sequence[RankResult], seconds: float, gpu_j: float | None, n_devices: int
+) -> tuple[float | None, float | None]:
+    """(mean power per GPU, highest sample of any GPU) over one repeat's window."""
+    mean = gpu_j / seconds / n_devices if gpu_j is not None and seconds > 0 else None
+    samples = [
+        s.power_w
+        for r in ranks
+        if r.energy is not None
+        for s in r.energy.samples
+        if s.component.startswith("gpu")
+    ]
+    return mean, (max(samples) if samples else None)
+
+
+def _beside(ranks: Sequence[RankResult], parts: dict[str, float | None]) -> dict[str, Any]:
+    """The node meter's and the host CPU's readings beside the run's devices (module doc)."""
+    extra = [w for r in ranks for w in r.extra_energy]
+    out: dict[str, Any] = {"energy_node_j": None, "energy_node_source": None}
+    node = [w for w in extra if w.source in NODE_SOURCES]
+    notes = [w.note for w in node if w.note]
+    if node:
+        out["energy_node_source"] = "+".join(sorted({w.source for w in node}))
+        known = [w.energy_j for w in node if w.energy_j is not None]
+        if len(known) == len(node):
+            out["energy_node_j"] = math.fsum(known)
+        else:
+            notes.insert(0, "unavailable: the node meter did not answer")
+    out["energy_node_note"] = "; ".join(notes)
+    host = [w for w in extra if w.source not in NODE_SOURCES and w.energy_j is not None]
+    out["energy_host_source"] = None
+    for name in ("energy_cpu_j", "energy_dram_j"):
+        known = [getattr(w, name) for w in host if getattr(w, name) is not None]
+        if parts[name] is None and known:
+            parts[name] = math.fsum(known)
+            out["energy_host_source"] = "+".join(sorted({w.source for w in host}))
+    return out
+
+
 def _most_state(ranks: Sequence[RankResult]) -> int | None:
     states = [r.state_bytes for r in ranks]
     return None if any(s is None for s in states) else max(s for s in states if s is not None)
@@ -158,6 +205,8 @@ def aggregate_repeat(
         return joules / tokens if joules is not None and tokens > 0 else None
 
     mfu_value, mfu_note = checked_mfu(flops, seconds, peak_flops, n_devices)
+    beside = _beside(ranks, parts)
+    gpu_avg_w, gpu_peak_w = _gpu_power(ranks, seconds, parts["energy_gpu_j"], n_devices)
 
     return RepeatResult(
         repeat=repeats.pop(),
@@ -191,6 +240,9 @@ def aggregate_repeat(
         energy_note="; ".join(notes),
         mfu_note=mfu_note,
         step_times_s=step_times,
+        gpu_power_avg_w=gpu_avg_w,
+        gpu_power_peak_w=gpu_peak_w,
+        **beside,
     )
 
 

@@ -50,6 +50,10 @@ class RankResult:
     n_microbatches: int
     energy: EnergyWindow | None  # None when this rank reads no meter (see energy.select)
     comm: tuple[CommRecord, ...] = ()  # this rank's communication in the window, per dim/op
+    #: what this rank read beside its own devices over the same window (local rank 0 only):
+    #: RAPL's CPU and DRAM on a GPU run, the node's own meter (IPMI, Redfish); never added
+    #: into ``energy`` (`greenbench.energy.node`)
+    extra_energy: tuple[EnergyWindow, ...] = ()
     #: model state this rank held, counted from tensors (`greenbench.running.state_memory`):
     #: parameters, gradients, optimizer state, and the peak of what autograd saved; None where
     #: not counted (results written before these fields existed)
@@ -72,6 +76,7 @@ class RankResult:
         d["step_times_s"] = list(self.step_times_s)
         d["energy"] = self.energy.to_dict() if self.energy else None
         d["comm"] = [c.to_dict() for c in self.comm]
+        d["extra_energy"] = [w.to_dict() for w in self.extra_energy]
         return d
 
     @classmethod
@@ -80,6 +85,7 @@ class RankResult:
         d["step_times_s"] = tuple(d["step_times_s"])
         d["energy"] = EnergyWindow.from_dict(d["energy"]) if d.get("energy") else None
         d["comm"] = tuple(CommRecord(**c) for c in d.get("comm", ()))
+        d["extra_energy"] = tuple(EnergyWindow.from_dict(w) for w in d.get("extra_energy", ()))
         return cls(**d)
 
 
@@ -118,6 +124,19 @@ class RepeatResult:
     #: a rank did not count it. Unlike ``peak_mem_bytes`` (a process's resident set on CPU), it
     #: is what the planner's memory model predicts
     state_bytes: int | None = None
+    #: the run's GPUs' power per device: the window's mean (GPU energy ÷ seconds ÷ devices) and
+    #: the highest sample of any one (where the meter sampled power); None on CPU runs
+    gpu_power_avg_w: float | None = None
+    gpu_power_peak_w: float | None = None
+    #: the node's own meter over the window (IPMI DCMI, Redfish), beside ``energy_j``, never in
+    #: it; source None when no node meter was read, energy None (with the note) when it was asked
+    #: and did not answer: unavailable, never a silent zero
+    energy_node_j: float | None = None
+    energy_node_source: str | None = None
+    energy_node_note: str = ""
+    #: where ``energy_cpu_j``/``energy_dram_j`` came from when not from the run's own meter
+    #: (RAPL read beside the GPUs of a GPU run); None otherwise
+    energy_host_source: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

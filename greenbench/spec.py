@@ -80,6 +80,22 @@ DEFAULTS: dict[str, Any] = {
     "energy.source": "auto",  # auto | nvml | zeus | rapl | estimate
     "energy.region": "world",  # ISO-3 country code or cloud region for carbon intensity
     "energy.idle_s": 1.0,  # idle-power sampling window before the suite (0 disables)
+    # the node's own power meter, stored beside the run's devices as energy_node_j: auto (IPMI
+    # DCMI where ipmitool answers, Redfish where energy.redfish_url is set) | off | ipmi | redfish
+    "energy.node": "auto",
+    # a Redfish Power or EnvironmentMetrics resource of this node's BMC, e.g.
+    # https://bmc/redfish/v1/Chassis/1/EnvironmentMetrics (credentials: $GREENBENCH_REDFISH_USER,
+    # $GREENBENCH_REDFISH_PASSWORD, never stored)
+    "energy.redfish_url": "",
+    "energy.node_poll_s": 1.0,  # seconds between node meter readings
+    # GPU power limit, in watts or as a fraction of the default limit (at most one; 0: the
+    # device's own limit, untouched); set through NVML as root or through zeusd before the
+    # warm-up, always restored. The watts applied are part of the identity.
+    "gpu.power_limit_w": 0.0,
+    "gpu.power_limit_frac": 0.0,
+    # CPU ranks stand in for GPUs of this type (h100, a100, …; "": off) whose NVML is
+    # greenbench's power model: the power-limit path without a GPU, its energy labelled emulated
+    "emulate.gpu": "",
     # How a shared CPU is made to behave like one device per rank; part of the identity.
     "emulate.rank_cpu_quota": "auto",  # auto (on when ranks outnumber cores) | on | off
     # SkipPipe (strategy=skippipe): nodes per stage (data nodes first), the share of the other
@@ -125,6 +141,7 @@ CHOICES: dict[str, tuple[str, ...]] = {
     "skippipe.network": ("local", "gcp12"),
     "skippipe.schedule": ("skippipe", "random", "full"),
     "energy.source": ("auto", "nvml", "zeus", "rapl", "estimate"),
+    "energy.node": ("auto", "off", "ipmi", "redfish"),
 }
 
 MAX_SEED = 2**63 - 1
@@ -141,6 +158,7 @@ POSITIVE = (
     "train.steps",
     "train.max_steps",
     "timeout_s",
+    "energy.node_poll_s",
 )
 NON_NEGATIVE = (
     "seed",
@@ -153,6 +171,8 @@ NON_NEGATIVE = (
     "skippipe.fail_step",
     "emulate.link_latency_ms",
     "emulate.link_bandwidth_gbps",
+    "gpu.power_limit_w",
+    "gpu.power_limit_frac",
 )
 
 
@@ -598,6 +618,47 @@ def check_values(s: dict[str, Any]) -> None:
     if s["seed"] > MAX_SEED:
         raise SpecError(f"seed must be at most 2**63 - 1 (a 64-bit integer), got {s['seed']}")
     carbon_intensity_g_per_kwh(s["energy.region"])  # SpecError for an unknown region
+    check_power_settings(s)
+
+
+def check_power_settings(s: dict[str, Any]) -> None:
+    """The GPU power limit, the emulated GPU and the node meter, against each other and the
+    device (a device still ``auto`` is checked again by the launcher once it is known)."""
+    from greenbench.hardware.gpus import DEVICE_TYPES
+
+    watts, fraction = s.get("gpu.power_limit_w", 0.0), s.get("gpu.power_limit_frac", 0.0)
+    if watts > 0 and fraction > 0:
+        raise SpecError(
+            "set at most one of gpu.power_limit_w (watts) and gpu.power_limit_frac (a fraction "
+            "of the default limit)"
+        )
+    gpu = s.get("emulate.gpu", "")
+    if gpu:
+        if gpu not in DEVICE_TYPES:
+            raise SpecError(
+                f"emulate.gpu={gpu!r} is not a GPU type greenbench models "
+                f"({', '.join(sorted(DEVICE_TYPES))})"
+            )
+        if s.get("device") == "cuda":
+            raise SpecError("emulate.gpu stands CPU ranks in for GPUs: it runs on device cpu")
+        if s.get("energy.source", "auto") != "auto":
+            raise SpecError(
+                "an emulated GPU's energy comes from its power model: leave energy.source auto"
+            )
+    elif (watts > 0 or fraction > 0) and s.get("device") == "cpu":
+        raise SpecError(
+            "a GPU power limit (gpu.power_limit_w or gpu.power_limit_frac) needs GPUs, and this "
+            "run's device is cpu: use --device cuda, or emulate.gpu=h100 to try it on an "
+            "emulated GPU"
+        )
+    url = s.get("energy.redfish_url", "")
+    if url and not url.startswith(("http://", "https://")):
+        raise SpecError(f"energy.redfish_url must be an http:// or https:// URL, got {url!r}")
+    if s.get("energy.node") == "redfish" and not url:
+        raise SpecError(
+            "energy.node=redfish needs energy.redfish_url (the BMC's Power or "
+            "EnvironmentMetrics resource)"
+        )
 
 
 def check_degrees_fit_model(s: dict[str, Any], degrees: dict[str, int]) -> None:

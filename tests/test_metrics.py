@@ -183,3 +183,54 @@ def test_summarise() -> None:
     assert (s["median"], s["ci_low"], s["ci_high"]) == (5.0, 2.0, 8.0)
     empty = summarise([None])
     assert empty["n"] == 0 and empty["median"] is None and empty["n_missing"] == 1
+
+
+# ------------------------------------------------------ what is read beside the run's devices
+
+
+def gpu_window(energy_j: float, samples: tuple[float, ...] = ()) -> EnergyWindow:
+    from greenbench.energy.base import PowerSample
+
+    points = tuple(PowerSample(0.1 * i, w, "gpu0") for i, w in enumerate(samples))
+    return EnergyWindow("nvml", True, 2.0, energy_j, energy_gpu_j=energy_j, samples=points)
+
+
+def test_gpu_power_is_the_mean_per_device_and_the_highest_sample():
+    ranks = [
+        rank(0, energy=gpu_window(1000.0, (480.0, 495.0))),
+        rank(1, energy=gpu_window(900.0, (470.0, 501.5))),
+    ]
+    r = aggregate(ranks)
+    assert r.gpu_power_avg_w == pytest.approx(1900.0 / 2.0 / 2)
+    assert r.gpu_power_peak_w == 501.5
+    cpu = aggregate([rank(0, energy=window(energy_cpu_j=100.0))], n_devices=1)
+    assert cpu.gpu_power_avg_w is None and cpu.gpu_power_peak_w is None
+
+
+def test_the_node_meter_is_stored_beside_the_devices_energy_never_in_it():
+    node = EnergyWindow("ipmi", True, 2.0, 1400.0, note="3 reading(s)")
+    rapl = EnergyWindow("rapl", True, 2.0, 150.0, energy_cpu_j=120.0, energy_dram_j=30.0)
+    r = aggregate([rank(0, energy=gpu_window(1000.0), extra_energy=(rapl, node))], n_devices=1)
+    assert r.energy_j == 1000.0 and r.energy_gpu_j == 1000.0  # the run's own devices only
+    assert (r.energy_node_j, r.energy_node_source) == (1400.0, "ipmi")
+    assert (r.energy_cpu_j, r.energy_dram_j, r.energy_host_source) == (120.0, 30.0, "rapl")
+    plain = aggregate([rank(0, energy=gpu_window(1000.0))], n_devices=1)
+    assert plain.energy_node_source is None and plain.energy_node_j is None
+    assert plain.energy_host_source is None and plain.energy_cpu_j is None
+
+
+def test_a_node_meter_that_did_not_answer_is_unavailable_never_zero():
+    silent = EnergyWindow("redfish", True, 2.0, None, note="unavailable: Redfish … unreachable")
+    r = aggregate([rank(0, energy=gpu_window(1000.0), extra_energy=(silent,))], n_devices=1)
+    assert r.energy_node_j is None and r.energy_node_source == "redfish"
+    assert r.energy_node_note.startswith("unavailable") and "unreachable" in r.energy_node_note
+    assert r.energy_j == 1000.0
+
+
+def test_beside_windows_survive_the_trip_from_rank_to_launcher():
+    node = EnergyWindow("ipmi", True, 2.0, 1400.0)
+    r = rank(0, energy=gpu_window(10.0), extra_energy=(node,))
+    assert RankResult.from_dict(r.to_dict()) == r
+    old = r.to_dict()
+    del old["extra_energy"]  # a result written before these existed
+    assert RankResult.from_dict(old).extra_energy == ()

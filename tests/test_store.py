@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -253,7 +254,7 @@ def test_runs_stored_before_simulated_runs_read_as_measured(
         patch.setattr(store_mod, "SCHEMA_VERSION", 7)  # this file stops at version 7
         store = Store(db)
         store.begin_run(run_row("aaaaaaaaaaaa"))
-        store.finish_run("aaaaaaaaaaaa", make_outcome())
+        store.mark_run("aaaaaaaaaaaa", "ok")  # its results' later columns are not there yet
         assert "simulated" not in set(read_frame(db, "DESCRIBE runs")["column_name"])
     store = Store(db)  # migrates
     assert get_run(db, "aaaaaaaaaaaa")["simulated"] is False
@@ -264,6 +265,50 @@ def test_runs_stored_before_simulated_runs_read_as_measured(
     versions = read_frame(db, "SELECT max(version) AS v FROM schema_version")
     assert int(versions.v.iloc[0]) == store_mod.SCHEMA_VERSION >= 8
 
+
+def test_runs_stored_before_power_limits_keep_them_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Version 9 adds a run's power limit and, per repeat, the GPUs' mean and peak power and the
+    node meter beside the devices' energy: runs stored before it have them NULL (never 0), a
+    database from before it opens, and a new run stores them beside the old ones."""
+    db = tmp_path / "v8.duckdb"
+    with monkeypatch.context() as patch:
+        patch.setattr(store_mod, "SCHEMA_VERSION", 8)  # this file stops at version 8
+        store = Store(db)
+        store.begin_run(run_row("aaaaaaaaaaaa"))
+        con = duckdb.connect(str(db))
+        con.execute(
+            "INSERT INTO results (run_id, repeat, tokens, seconds, tokens_per_s, energy_source, "
+            "energy_measured, energy_j, peak_mem_bytes) VALUES ('aaaaaaaaaaaa', 0, 1, 1.0, 1.0, "
+            "'nvml', true, 5.0, 5)"
+        )
+        con.close()
+        store.mark_run("aaaaaaaaaaaa", "ok")
+        assert "power_limit_w" not in set(read_frame(db, "DESCRIBE runs")["column_name"])
+    store = Store(db)  # migrates
+    old = get_run(db, "aaaaaaaaaaaa")
+    assert old["power_limit_w"] is None and old["power_limit_via"] is None
+    assert old["results"][0]["energy_node_j"] is None
+    assert old["results"][0]["gpu_power_peak_w"] is None
+    outcome = make_outcome()
+    outcome.repeats = [
+        replace(r, gpu_power_avg_w=480.0, gpu_power_peak_w=489.5, energy_node_j=9000.0,
+                energy_node_source="ipmi", energy_node_note="8 reading(s)")
+        for r in outcome.repeats
+    ]  # fmt: skip
+    store.begin_run(
+        run_row("bbbbbbbbbbbb", power_limit_w=490.0, power_limit_default_w=700.0,
+                power_limit_via="nvml", power_limit_note=None)
+    )  # fmt: skip
+    store.finish_run("bbbbbbbbbbbb", outcome)
+    new = get_run(db, "bbbbbbbbbbbb")
+    assert (new["power_limit_w"], new["power_limit_default_w"]) == (490.0, 700.0)
+    assert new["results"][0]["energy_node_j"] == 9000.0
+    assert new["results"][0]["energy_node_source"] == "ipmi"
+    assert new["results"][0]["gpu_power_peak_w"] == 489.5
+    versions = read_frame(db, "SELECT max(version) AS v FROM schema_version")
+    assert int(versions.v.iloc[0]) == store_mod.SCHEMA_VERSION >= 9
 
 def test_writes_do_not_hold_the_file(tmp_path: Path) -> None:
     db = tmp_path / "g.duckdb"

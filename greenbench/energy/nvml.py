@@ -12,8 +12,14 @@ Facts used (NVML API reference; ml-energy/zeus
   2312.02741); the window's note says which path was used.
 - Indices are CUDA indices (after ``CUDA_VISIBLE_DEVICES``); NVML counts physical devices, so they
   are mapped through ``CUDA_VISIBLE_DEVICES``. MIG slices cannot be measured.
+- With ``sample_power`` the meter also polls power on counter devices, for the window's peak
+  (the ``power-limit`` workload stores it beside the limit); their energy still comes from the
+  counter. Samples are ``nvmlDeviceGetPowerUsage`` (a 1-second average on Ampere and newer) or
+  the instant field where the driver has it.
 
 ``pynvml`` (package nvidia-ml-py) is imported lazily: importing this module never needs a driver.
+A caller may hand the meter another library with pynvml's calls (``library``): an emulated GPU's
+(`greenbench.hardware.nvml_model`), whose windows then carry the emulated source, never ``nvml``.
 """
 
 from __future__ import annotations
@@ -72,15 +78,32 @@ class NvmlMeter(Meter):
     measured: ClassVar[bool] = True
     min_window_s: ClassVar[float] = 1.0
 
-    def __init__(self, device_indices: list[int], *, poll_hz: float = 20.0) -> None:
+    def __init__(
+        self,
+        device_indices: list[int],
+        *,
+        poll_hz: float = 20.0,
+        sample_power: bool = False,
+        library: Any = None,
+        source: str | None = None,
+        measured: bool | None = None,
+    ) -> None:
+        """``library``: pynvml's calls from elsewhere (an emulated GPU's), its devices indexed
+        as given (no ``CUDA_VISIBLE_DEVICES`` mapping); ``source``/``measured`` label its
+        windows."""
+        if source is not None:
+            self.source = source
+        if measured is not None:
+            self.measured = measured
         try:
-            self._nv = _pynvml()
+            self._nv = library if library is not None else _pynvml()
             self._nv.nvmlInit()
         except Exception as e:
             raise MeterUnavailable(f"nvml: cannot initialise NVML ({_describe(e)})") from e
         self.device_indices = list(device_indices)
         self.poll_s = 1.0 / poll_hz
-        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        self.sample_power = sample_power
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES") if library is None else None
         self._handles: dict[int, Any] = {}
         self._counter: dict[int, bool] = {}
         self._read_power_mw: dict[int, Callable[[], int]] = {}
@@ -100,7 +123,7 @@ class NvmlMeter(Meter):
                         self._nv.nvmlDeviceGetTotalEnergyConsumption(h)
                     except self._nv.NVMLError:
                         self._counter[i] = False
-                if not self._counter[i]:
+                if not self._counter[i] or sample_power:
                     self._read_power_mw[i] = self._power_reader(h)
         except MeterUnavailable:
             self._nv.nvmlShutdown()
@@ -142,6 +165,12 @@ class NvmlMeter(Meter):
     def polled_devices(self) -> list[int]:
         return [i for i in self.device_indices if not self._counter[i]]
 
+    @property
+    def sampled_devices(self) -> list[int]:
+        """Devices whose power is polled: those without the counter, and every one when
+        ``sample_power``."""
+        return [i for i in self.device_indices if i in self._read_power_mw]
+
     @classmethod
     def probe(cls) -> Probe:
         try:
@@ -178,9 +207,9 @@ class NvmlMeter(Meter):
         )
 
     def _sample(self) -> None:
-        """One power reading per polled device (caller holds the lock)."""
+        """One power reading per sampled device (caller holds the lock)."""
         assert self._t0 is not None
-        for i in self.polled_devices:
+        for i in self.sampled_devices:
             mw = self._read_power_mw[i]()
             self._points[i].append((time.perf_counter() - self._t0, mw / 1000.0))
 
@@ -196,7 +225,7 @@ class NvmlMeter(Meter):
     def begin(self) -> None:
         self._stop_thread()
         self._error = None
-        self._points = {i: [] for i in self.polled_devices}
+        self._points = {i: [] for i in self.sampled_devices}
         try:
             self._start_mj = {
                 i: self._nv.nvmlDeviceGetTotalEnergyConsumption(self._handles[i])
@@ -209,7 +238,7 @@ class NvmlMeter(Meter):
             self._t0 = time.perf_counter()
             self._error = _describe(e)
             return
-        if self.polled_devices:
+        if self.sampled_devices:
             self._stop.clear()
             self._thread = threading.Thread(target=self._poll, name="greenbench-nvml", daemon=True)
             self._thread.start()
@@ -237,10 +266,13 @@ class NvmlMeter(Meter):
         self._stop_thread()
         self._t0 = None
         if self._error is not None:
-            return EnergyWindow(self.source, True, seconds, None, note=f"read error: {self._error}")
+            return EnergyWindow(
+                self.source, self.measured, seconds, None, note=f"read error: {self._error}"
+            )
         samples: list[PowerSample] = []
         for i, points in self._points.items():
-            energy[i] = trapezoid_j(points)
+            if not self._counter[i]:
+                energy[i] = trapezoid_j(points)
             samples += [PowerSample(t, w, f"gpu{i}") for t, w in points]
         notes = []
         if self.polled_devices:
@@ -256,7 +288,7 @@ class NvmlMeter(Meter):
         total = sum(energy.values())
         return EnergyWindow(
             source=self.source,
-            measured=True,
+            measured=self.measured,
             seconds=seconds,
             energy_j=total,
             energy_gpu_j=total,

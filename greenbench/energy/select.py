@@ -72,7 +72,12 @@ def auto_source(device: str, probe: ProbeFn) -> tuple[str | None, str]:
 
 
 def _build(
-    name: str, device: str, gpu_indices: Sequence[int], local_rank: int, probe: ProbeFn
+    name: str,
+    device: str,
+    gpu_indices: Sequence[int],
+    local_rank: int,
+    probe: ProbeFn,
+    sample_power: bool = False,
 ) -> Meter:
     """Construct meter ``name`` for this rank (NullMeter where another rank reads the node)."""
     if name == "nvml":
@@ -80,7 +85,7 @@ def _build(
             raise MeterUnavailable(
                 "nvml measures GPUs, and this rank owns none (cpu run): use rapl, zeus or estimate"
             )
-        return NvmlMeter(list(gpu_indices))
+        return NvmlMeter(list(gpu_indices), sample_power=sample_power)
     if name == "zeus" and device == "cuda":
         if not gpu_indices:
             raise MeterUnavailable("zeus on a cuda run needs the GPU indices this rank owns")
@@ -104,13 +109,15 @@ def select_meter(
     gpu_indices: Sequence[int] = (),
     local_rank: int = 0,
     probe: ProbeFn | None = None,
+    sample_power: bool = False,
 ) -> Meter:
     """The meter this rank uses on ``device`` ("cpu", "cuda", "cuda:1").
 
     ``forced`` is the ``--energy-source`` value or None for automatic. ``gpu_indices`` are the
     CUDA devices this rank owns. Raises SpecError for an unknown source name and
     MeterUnavailable (one line, with the probe's reason) when the source cannot work here.
-    ``probe`` replaces ``METERS[name].probe()`` (tests).
+    ``probe`` replaces ``METERS[name].probe()`` (tests). ``sample_power``: NVML also samples
+    power on counter devices (for the window's peak).
     """
     kind = _normalise_device(device)
     probe_fn = probe or cache(lambda name: METERS[name].probe())
@@ -125,7 +132,7 @@ def select_meter(
         p = probe_fn(name)
         if not p.available:
             raise MeterUnavailable(f"--energy-source {name} is not available here: {p.reason}")
-    return _build(name, kind, gpu_indices, local_rank, probe_fn)
+    return _build(name, kind, gpu_indices, local_rank, probe_fn, sample_power)
 
 
 def doctor_report() -> list[Probe]:

@@ -15,6 +15,8 @@ Units: watts (W), seconds (s), joules (J).
   model (the shape Zeus and Perseus measure: limits well under the default trade a few percent
   of time for a larger share of energy), to be replaced by a measured curve from the power-limit
   workload when one is stored. Communication time and idle power do not change with the limit.
+  The law and its sources live in `greenbench.hardware.gpu_model`, which an emulated GPU answers
+  NVML with too, so the planner and the emulation price a limit the same way.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from greenbench.errors import SpecError
+from greenbench.hardware.gpu_model import BUSY_SHARE_OF_BOARD, slowdown
 
-BUSY_SHARE_OF_BOARD = 0.9  # assumed: H100 SXM measured 618–635 W of 700 W
-CLOCK_EXPONENT = 1 / 3  # assumed: clock ∝ power^(1/3) in the DVFS range
+__all__ = ["BUSY_SHARE_OF_BOARD", "Power", "under_limit"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,4 +62,4 @@ def under_limit(
         )
     if limit_w >= busy_w:
         return Power(busy_w, idle_w)
-    return Power(limit_w, idle_w, slowdown=(busy_w / limit_w) ** CLOCK_EXPONENT)
+    return Power(limit_w, idle_w, slowdown=slowdown(limit_w, busy_w))

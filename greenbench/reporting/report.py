@@ -3,10 +3,12 @@
 Writes ``README.md`` (so a forge renders it as the folder's page) and PNGs into one directory:
 a leaderboard table, the Pareto plot of tokens/s against joules/token with its front, the
 Transformer-vs-Mamba curves over sequence length, the FSDP-vs-ODC pairs, the hybrid layouts and
-SkipPipe against a full pipeline when those workloads are present, and one comparison chart per
+SkipPipe against a full pipeline and the GPU power-limit sweeps (time against energy per limit,
+the knee, Zeus's choice) when those workloads are present, and one comparison chart per
 workload. Each configuration is shown by the repeats of its newest commit. Simulated runs
-(SkipPipe's simulator, energy "simulated (model)") are in none of these: the SkipPipe section
-lists them apart, clearly labelled.
+(SkipPipe's simulator, energy "simulated (model)") and runs on emulated GPUs (energy "emulated
+(GPU power model)") are in none of these: the SkipPipe and power-limit sections list them
+apart, clearly labelled.
 
 Every energy figure says where it came from: configurations measured by a counter and those
 estimated are never pooled, the Pareto front is computed separately for each energy source, and
@@ -36,7 +38,7 @@ from matplotlib.figure import Figure
 import greenbench
 from greenbench.errors import StoreError
 from greenbench.outputs import atomic_folder, resolve_target
-from greenbench.reporting import hybrid, odc, skippipe
+from greenbench.reporting import hybrid, odc, power_limits, skippipe
 from greenbench.reporting.leaderboard import leaderboard, pareto_front_by, without_simulated
 from greenbench.reporting.refs import load_ref, query_results
 from greenbench.vocabulary import energy_label
@@ -67,7 +69,12 @@ def write_report(
     table = summarise(measured)
     with atomic_folder(target, swap=_only_report_files(target), last="README.md") as tmp:
         extra = (
-            [*odc.section(db_path, tmp), *hybrid.section(db_path), *skippipe.section(db_path)]
+            [
+                *odc.section(db_path, tmp),
+                *hybrid.section(db_path),
+                *skippipe.section(db_path),
+                *power_limits.section(db_path, tmp),
+            ]
             if ref is None
             else []
         )
@@ -89,7 +96,11 @@ def _write_files(
     out_dir: Path, raw: pd.DataFrame, table: pd.DataFrame, title: str, extra: list[str]
 ) -> None:
     if table.empty:  # every finished run was simulated: only the sections that list them
-        lines = [f"# {title}", "", "No measured configuration: every finished run is simulated."]
+        lines = [
+            f"# {title}",
+            "",
+            "No measured configuration: every finished run is simulated or on emulated GPUs.",
+        ]
         (out_dir / "README.md").write_text("\n".join([*lines, *extra]) + "\n", encoding="utf-8")
         return
     lines = [f"# {title}", "", *_provenance(raw, table), "", "## Leaderboard", ""]

@@ -33,11 +33,13 @@ from greenbench.running.execute import (
     sweep_stale_temp,
     threads_per_rank,
 )
+from greenbench.running.power_limits import LimitPlan, held_limit, plan_limits, row_columns
 from greenbench.running.preflight import (
     check_energy_sources,
     why_it_cannot_fit,
     why_too_few_devices,
 )
+from greenbench.running.rank_meters import check_node_meters
 from greenbench.running.resolve import resolve_spec
 from greenbench.vocabulary import RunSpec, is_user_workload
 
@@ -228,7 +230,7 @@ class IdlePower:
     """Idle power of this node, sampled once per energy source and reused for the session."""
 
     def __init__(self) -> None:
-        self._cache: dict[tuple[str, str], float | None] = {}
+        self._cache: dict[tuple[str, ...], float | None] = {}
 
     def get(self, spec: RunSpec) -> float | None:
         from greenbench.energy import select_meter
@@ -236,14 +238,19 @@ class IdlePower:
         s = spec.settings
         if s["energy.idle_s"] <= 0:
             return None
-        key = (s["device"], s["energy.source"])
+        key = (s["device"], s["energy.source"], s.get("emulate.gpu", ""))
         if key not in self._cache:
-            meter = select_meter(
-                s["device"],
-                None if s["energy.source"] == "auto" else s["energy.source"],
-                gpu_indices=list(range(s["nproc"])) if s["device"] == "cuda" else [],
-                local_rank=0,
-            )
+            if s.get("emulate.gpu"):  # the emulated GPUs' idle power, from their model
+                from greenbench.running import emulated_gpu
+
+                meter = emulated_gpu.meter(s, range(s["nproc"]), sample_power=False)
+            else:
+                meter = select_meter(
+                    s["device"],
+                    None if s["energy.source"] == "auto" else s["energy.source"],
+                    gpu_indices=list(range(s["nproc"])) if s["device"] == "cuda" else [],
+                    local_rank=0,
+                )
             try:
                 self._cache[key] = meter.idle_power_w(s["energy.idle_s"])
             finally:
@@ -284,8 +291,10 @@ def run_specs(
     sweep_stale()  # quota groups a killed launcher left behind
     sweep_stale_temp()  # and its working folders
     check_energy_sources(specs)
+    check_node_meters(specs)
+    specs, limits = plan_limits(specs)  # refused here (exit 2) when a limit cannot be set
     if rdzv and rdzv.get("node_rank"):
-        return follow_specs(specs, rdzv, emit)
+        return follow_specs(specs, rdzv, emit, limits)
     peaks = [
         (None, None, simulated.device_type(spec))
         if simulated.is_simulated(spec)
@@ -329,13 +338,15 @@ def run_specs(
         run_id = new_run_id()
         if i in refused:
             reason = f"cannot fit this machine: {refused[i]} (--force runs it anyway)"
-            store.begin_run(run_row(spec, run_id, device_type, fingerprint, carbon))
+            row = run_row(spec, run_id, device_type, fingerprint, carbon)
+            store.begin_run(row | row_columns(spec, limits.get(i)))
             store.mark_run(run_id, "skipped", reason)
             record(summary, spec, run_id, "skipped", reason)
             emit("end", spec, {"run_id": run_id, "status": "skipped", "error": reason})
             continue
         now["spec"] = spec
-        if not store.begin_run(run_row(spec, run_id, device_type, fingerprint, carbon)):
+        row = run_row(spec, run_id, device_type, fingerprint, carbon)
+        if not store.begin_run(row | row_columns(spec, limits.get(i))):
             emit("note", spec, {"message": f"{db_path} is locked by another process: run "
                                 f"{run_id} goes ahead and is stored when it finishes"})  # fmt: skip
         emit("start", spec, {"run_id": run_id})
@@ -344,10 +355,13 @@ def run_specs(
             if simulated.is_simulated(spec):
                 outcome = simulated.simulate_run(spec, carbon_g_per_kwh=carbon[0])
             else:
-                outcome = measure(
-                    spec, rdzv, logs_dir_for(db_path) / run_id, (peak, peak_source),
-                    idle_w=idle.get(spec), carbon_g_per_kwh=carbon[0],
-                )  # fmt: skip
+                idle_w = idle.get(spec)
+                with held_limit(spec, limits.get(i)) as held:  # restored on every exit
+                    outcome = measure(
+                        spec, rdzv, logs_dir_for(db_path) / run_id, (peak, peak_source),
+                        idle_w=idle_w, carbon_g_per_kwh=carbon[0],
+                    )  # fmt: skip
+                outcome.warnings += held.problems  # a limit not restored: the doctor retries
                 if outcome.contended:
                     emit("note", spec, {"message": f"{run_id}: {outcome.warnings[-1]}"})
         except KeyboardInterrupt:
@@ -453,18 +467,21 @@ def follow_specs(
     specs: list[RunSpec],
     rdzv: dict[str, Any],
     emit: Callable[[str, RunSpec, dict[str, Any]], None],
+    limits: dict[int, LimitPlan] | None = None,
 ) -> RunSummary:
     """A node other than node 0 of a multi-node run: start this node's ranks for every spec and
     store nothing. Global rank 0 (on node 0) gathers every rank's results, and node 0's launcher
-    writes them, so the database has one writer however many nodes take part."""
+    writes them, so the database has one writer however many nodes take part. Each node holds
+    its own GPUs' power limit (``limits``) around its ranks."""
     summary = RunSummary()
-    for spec in specs:
+    for i, spec in enumerate(specs):
         if simulated.is_simulated(spec):  # node 0 simulates it; no rank runs here
             continue
         emit("start", spec, {"run_id": f"node {rdzv['node_rank']}"})
         status, error = "ok", None
         try:
-            execute(spec, rdzv)
+            with held_limit(spec, (limits or {}).get(i)):
+                execute(spec, rdzv)
         except KeyboardInterrupt:
             emit("end", spec, {"run_id": "", "status": "interrupted"})
             raise

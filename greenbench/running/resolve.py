@@ -20,6 +20,8 @@ def resolve_device(spec: RunSpec) -> RunSpec:
     import torch
 
     s = dict(spec.settings)
+    if s.get("emulate.gpu") and s["device"] == "auto":
+        s["device"] = "cpu"  # its GPUs are emulated: CPU ranks stand in for them
     has_cuda = torch.cuda.is_available()
     if s["device"] == "auto":
         s["device"] = "cuda" if has_cuda else "cpu"

@@ -34,6 +34,7 @@ from greenbench.comm import CommRecorder
 from greenbench.processes import die_with_parent, exit_now
 from greenbench.results import CommRecord, RankResult
 from greenbench.running.hangs import dump_stacks_on_request
+from greenbench.running.rank_meters import rank_meters
 from greenbench.running.state_memory import StateMemory
 from greenbench.running.window import ModelFlops, StepFlops, WindowTally, settle_calls
 from greenbench.strategies import STRATEGIES, DistContext, Strategy
@@ -144,8 +145,6 @@ def train_and_measure(
     """Warm up, agree on the window's steps, then measure ``repeats`` windows. ``plan`` is
     what `Strategy.batch` takes (a `DataPlan`, or a user workload's); ``flops`` gives each
     step's FLOPs (and counts them over the first warm-up step where they must be counted)."""
-    from greenbench.energy import select_meter
-
     s = spec.settings
     model.train()
     optimizer = make_optimizer(strategy.parameters(model), s["train.lr"], ctx.device)
@@ -161,12 +160,8 @@ def train_and_measure(
         step += 1
     n_steps = steps_per_window(s, warm_times, ctx)
 
-    meter = select_meter(
-        s["device"],
-        None if s["energy.source"] == "auto" else s["energy.source"],
-        gpu_indices=[ctx.device.index or 0] if ctx.device.type == "cuda" else [],
-        local_rank=ctx.local_rank,
-    )
+    # the rank's own meter, the node's beside it, an emulated GPU's stretch (rank_meters)
+    meters = rank_meters(s, ctx.device.type, ctx.device.index or 0, ctx.local_rank)
     host = socket.gethostname()
     memory = StateMemory(model, optimizer, strategy.parameters(model))
     results = []
@@ -179,7 +174,7 @@ def train_and_measure(
             memory.reset()
             tally = WindowTally()
             synchronize(ctx.device)
-            meter.begin()
+            meters.begin()
             window_start = time.perf_counter()
             for i, batch in enumerate(batches):
                 t0 = time.perf_counter()
@@ -190,6 +185,9 @@ def train_and_measure(
                 strategy.on_microbatch = None
                 if s["debug.slowdown_s"]:
                     times.compute_s += burn(s["debug.slowdown_s"], ctx.device)
+                if meters.stretch > 1.0:  # an emulated GPU's clock under its power limit
+                    stretch_s = (meters.stretch - 1.0) * (time.perf_counter() - t0)
+                    times.compute_s += burn(stretch_s, ctx.device)
                 tally.add(
                     time.perf_counter() - t0,
                     times,
@@ -200,7 +198,7 @@ def train_and_measure(
                 )
             synchronize(ctx.device)
             seconds = time.perf_counter() - window_start
-            window = meter.end()
+            window, beside = meters.end()
             records = settle_communication(tally, comm, ctx)
             state = memory.read()
             if window is not None and seconds < s["train.min_window_s"]:
@@ -223,6 +221,7 @@ def train_and_measure(
                     n_microbatches=tally.n_microbatches,
                     energy=window,
                     comm=tuple(records),
+                    extra_energy=beside,
                     param_bytes=state.param_bytes,
                     grad_bytes=state.grad_bytes,
                     optim_bytes=state.optim_bytes,
@@ -230,7 +229,7 @@ def train_and_measure(
                 )
             )
     finally:
-        meter.close()
+        meters.close()
     return results
 
 

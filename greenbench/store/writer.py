@@ -306,8 +306,9 @@ class Store:
             [
                 (run_id, r.repeat, r.rank, s.t_s, s.power_w, s.component)
                 for r in outcome.ranks
-                if r.energy is not None
-                for s in r.energy.samples
+                for w in (r.energy, *r.extra_energy)
+                if w is not None
+                for s in w.samples
             ],
             columns=["run_id", "repeat", "rank", "t_s", "power_w", "component"],
         )

@@ -7,7 +7,10 @@ store, compare, reports and the dashboard import it; it imports nothing of their
 """
 
 from greenbench.vocabulary.energy import (
+    EMULATED_SOURCE,
     MEASURED_SOURCES,
+    MODELLED_SOURCES,
+    NODE_SOURCES,
     SIMULATED_SOURCE,
     SOURCES,
     energy_label,
@@ -36,10 +39,13 @@ __all__ = [
     "ALIASES",
     "COMPARABLE_METRICS",
     "DEGREES",
+    "EMULATED_SOURCE",
     "LEADERBOARD_METRICS",
     "MEASURED_SOURCES",
     "MESH_ORDER",
     "METRICS",
+    "MODELLED_SOURCES",
+    "NODE_SOURCES",
     "NON_IDENTITY_KEYS",
     "NON_IDENTITY_PREFIXES",
     "SAME_CONFIGURATION",

@@ -21,8 +21,10 @@ from typing import Any
 
 #: settings that do not define *what* is measured, so not part of a configuration's identity
 NON_IDENTITY_KEYS = frozenset(
-    # ``layout`` only spells the ``layout.*`` degrees, which are part of the identity
+    # ``layout`` only spells the ``layout.*`` degrees, which are part of the identity; the node
+    # meter is read beside the run's devices and changes nothing of what they do
     {"repeats", "label", "suite", "timeout_s", "energy.idle_s", "layout"}
+    | {"energy.node", "energy.redfish_url", "energy.node_poll_s"}
 )
 
 
@@ -38,11 +40,22 @@ def _simulated_skippipe(s: Mapping[str, Any]) -> bool:
     return _skippipe(s) and s.get("skippipe.mode") == "simulate"
 
 
+def _limit_fraction(s: Mapping[str, Any]) -> bool:
+    """A power limit given as a fraction counts until the launcher turns it into the watts
+    applied (``gpu.power_limit_w``), which then stand for it: the same watts are one
+    configuration however they were asked for."""
+    return (s.get("gpu.power_limit_frac") or 0) > 0 and not (s.get("gpu.power_limit_w") or 0) > 0
+
+
 APPLIES_WHEN = {
     "train.pp_schedule": lambda s: s.get("layout.pp", 1) not in (1, "auto"),
     # compiled runs only: every run before the setting was eager, and keeps its identity
     "train.compile": lambda s: s.get("train.compile") == "on",
     "model.liger": lambda s: s.get("model.liger") == "on",
+    # runs under a power limit, or on emulated GPUs, only: every other run keeps its identity
+    "gpu.power_limit_w": lambda s: (s.get("gpu.power_limit_w") or 0) > 0,
+    "gpu.power_limit_frac": _limit_fraction,
+    "emulate.gpu": lambda s: bool(s.get("emulate.gpu")),
     "skippipe.network": _simulated_skippipe,
     **{
         key: _skippipe

@@ -36,9 +36,17 @@ class RunSpec:
     def name(self) -> str:
         """Short human label, e.g. ``transformer/tiny seq=1024 fixed single×1``; ranks under a
         CPU quota each (``emulate.rank_cpu_quota`` resolved to ``on``) add ``cpu-quota``, so the
-        same layout with and without quotas reads as two configurations, as it is."""
+        same layout with and without quotas reads as two configurations, as it is; a GPU power
+        limit adds ``limit=490W`` (``limit=0.7×default`` until the launcher turns a fraction into
+        watts), and emulated GPUs ``emulated-h100``."""
         s = self.settings
         quota = " cpu-quota" if s.get("emulate.rank_cpu_quota") == "on" else ""
+        if s.get("emulate.gpu"):
+            quota += f" emulated-{s['emulate.gpu']}"
+        if (s.get("gpu.power_limit_w") or 0) > 0:
+            quota += f" limit={s['gpu.power_limit_w']:g}W"
+        elif (s.get("gpu.power_limit_frac") or 0) > 0:
+            quota += f" limit={s['gpu.power_limit_frac']:g}×default"
         strategy = s["strategy"]
         if is_user_workload(self.workload):  # its entry point and its own settings tell it apart
             own = " ".join(f"{k}={v}" for k, v in sorted(s.items()) if k.startswith("user."))
