@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Did this change make training cost more joules per token? greenbench's CI recipe for a
+# repository that is not greenbench: one greenbench (installed once, pinned), the repository's own
+# suite run at the base and at the head commit interleaved on this machine, then `greenbench
+# compare` judges head against base. Exit status: 0 ok, 3 a regression, 4 inconclusive or
+# unstable (only with STRICT=1), 2 bad input. What GitHub's composite action (action.yml beside
+# this file) runs, and what any other CI system can run as it is (docs/user-workloads.md).
+#
+# usage: energy-check.sh BASE_REF [HEAD_REF]      (inside a clone holding both commits)
+#
+# environment:
+#   SUITE       the repository's suite file, relative to its root (required)
+#   ROUNDS      interleaved rounds, each running the suite at both commits (default 2); with the
+#               suite's repeats they make the repeats per side: 5 or more for α = 0.01
+#   THRESHOLD   the smallest change that counts as a regression (default 5%)
+#   METRICS     the metrics judged (default: joules_per_token tokens_per_s)
+#   STRICT      1: an inconclusive or unstable verdict fails too (exit 4)
+#   INSTALL     auto (default): a commit whose root has pyproject.toml or setup.py is installed
+#               (no dependencies) into a virtual environment of its own on top of greenbench's
+#               Python, so its entry points register; no: its root goes on PYTHONPATH instead;
+#               yes: always install
+#   PYTHON      the Python that has greenbench (default: python3)
+#   RUN_ARGS    more options for `greenbench run` (e.g. "--repeats 5 --device cuda")
+#   WORK        working folder (default: a new temporary one)
+#   SUMMARY     file the verdict (Markdown) is appended to (default: $GITHUB_STEP_SUMMARY)
+set -euo pipefail
+
+BASE_REF=${1:?usage: energy-check.sh BASE_REF [HEAD_REF]}
+HEAD_REF=${2:-HEAD}
+: "${SUITE:?set SUITE to the suite file, relative to the repository root}"
+ROUNDS=${ROUNDS:-2}
+THRESHOLD=${THRESHOLD:-5%}
+METRICS=${METRICS:-joules_per_token tokens_per_s}
+INSTALL=${INSTALL:-auto}
+PYTHON=${PYTHON:-python3}
+SUMMARY=${SUMMARY:-${GITHUB_STEP_SUMMARY:-}}
+REPO=$(git rev-parse --show-toplevel)
+WORK=${WORK:-$(mktemp -d)}
+DB="$WORK/energy.duckdb"
+mkdir -p "$WORK"
+
+if ! "$PYTHON" -m greenbench --version >/dev/null; then
+  echo "error: $PYTHON has no greenbench (install it first, pinned)" >&2
+  exit 2
+fi
+
+cleanup() {
+  for side in base head; do
+    git -C "$REPO" worktree remove --force "$WORK/$side" >/dev/null 2>&1 || true
+  done
+}
+trap cleanup EXIT
+
+declare -A SIDE_PYTHON SIDE_PATH
+for side in base head; do
+  ref=$BASE_REF
+  [ "$side" = head ] && ref=$HEAD_REF
+  git -C "$REPO" worktree add --quiet --detach "$WORK/$side" "$ref"
+  if [ ! -f "$WORK/$side/$SUITE" ]; then
+    echo "error: $SUITE does not exist at $side ($ref)" >&2
+    exit 2
+  fi
+  packaged=no
+  if [ -f "$WORK/$side/pyproject.toml" ] || [ -f "$WORK/$side/setup.py" ]; then packaged=yes; fi
+  if [ "$INSTALL" = yes ] || { [ "$INSTALL" = auto ] && [ "$packaged" = yes ]; }; then
+    "$PYTHON" -m venv --system-site-packages "$WORK/venv-$side"
+    "$WORK/venv-$side/bin/python" -m pip install --quiet --no-deps --no-build-isolation \
+      "$WORK/$side"
+    SIDE_PYTHON[$side]="$WORK/venv-$side/bin/python"
+    SIDE_PATH[$side]=${PYTHONPATH:-}
+  else
+    SIDE_PYTHON[$side]=$PYTHON
+    SIDE_PATH[$side]="$WORK/$side${PYTHONPATH:+:$PYTHONPATH}"
+  fi
+done
+
+# base, head, then head, base, ...: slow drifts of the machine hit both sides alike
+for round in $(seq 1 "$ROUNDS"); do
+  if [ $((round % 2)) -eq 1 ]; then order="base head"; else order="head base"; fi
+  for side in $order; do
+    echo "::group::round $round of $ROUNDS: $side"
+    # shellcheck disable=SC2086  # RUN_ARGS are words
+    (cd "$WORK/$side" && PYTHONPATH="${SIDE_PATH[$side]}" "${SIDE_PYTHON[$side]}" -m greenbench \
+      run --suite "$SUITE" --label "$side" --db "$DB" ${RUN_ARGS:-})
+    echo "::endgroup::"
+  done
+done
+
+args=(--db "$DB" --baseline base --candidate head --threshold "$THRESHOLD" --format markdown)
+for metric in $METRICS; do args+=(--metric "$metric"); done
+[ "${STRICT:-0}" = 1 ] && args+=(--strict)
+status=0
+"$PYTHON" -m greenbench compare "${args[@]}" >"$WORK/verdict.md" || status=$?
+cat "$WORK/verdict.md"
+if [ -n "$SUMMARY" ]; then
+  { echo "## Energy: $HEAD_REF against $BASE_REF"; echo; cat "$WORK/verdict.md"; } >>"$SUMMARY"
+fi
+exit "$status"

@@ -1,0 +1,69 @@
+"""``greenbench measure -- COMMAND``: a whole process's energy, stored with its label as a
+whole-process measurement; tokens from ``--tokens`` or the file the program writes."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import duckdb
+from click.testing import CliRunner
+
+from greenbench.cli import main
+from greenbench.measuring.record import PROCESS_NOTE, PROCESS_STRATEGY
+
+SCRIPT = """
+import os, time
+time.sleep(0.3)
+with open(os.environ["GREENBENCH_TOKENS_FILE"], "w") as f:
+    f.write("1200\\n")
+"""
+
+
+def rows(db: Path, sql: str) -> list[tuple]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(sql).fetchall()
+
+
+def measure(*args: str):
+    return CliRunner().invoke(main, ["measure", *args])
+
+
+def test_a_script_is_measured_as_a_whole_process(tmp_path: Path):
+    script = tmp_path / "script.py"
+    script.write_text(SCRIPT)
+    db = tmp_path / "r.duckdb"
+    result = measure("--label", "nightly", "--db", str(db), "--", sys.executable, str(script))
+    assert result.exit_code == 0, result.output
+    assert "whole process" in result.stderr and "J/token" in result.stderr
+    ((strategy, name, label, workload, status),) = rows(
+        db, "SELECT strategy, config_name, label, workload, status FROM runs"
+    )
+    assert (strategy, label, status) == (PROCESS_STRATEGY, "nightly", "ok")
+    assert name.startswith("whole process: ") and str(script) in name
+    assert workload.startswith("process/")
+    ((tokens, seconds, note, jpt),) = rows(
+        db, "SELECT tokens, seconds, energy_note, joules_per_token FROM results"
+    )
+    assert tokens == 1200 and seconds >= 0.3 and jpt > 0
+    assert note.startswith(PROCESS_NOTE)
+
+    given = measure("--tokens", "50", "--db", str(db), "--", sys.executable, "-c", "pass")
+    assert given.exit_code == 0, given.output
+    assert [t for (t,) in rows(db, "SELECT tokens FROM results ORDER BY tokens")] == [50, 1200]
+
+
+def test_a_failing_command_passes_its_status_on_and_a_missing_one_writes_nothing(tmp_path: Path):
+    db = tmp_path / "r.duckdb"
+    failed = measure("--db", str(db), "--", sys.executable, "-c", "raise SystemExit(3)")
+    assert failed.exit_code == 3
+    assert rows(db, "SELECT status, error FROM runs") == [
+        ("failed", "the command exited with status 3")
+    ]
+    assert rows(db, "SELECT count(*) FROM results") == [(0,)]
+
+    other = tmp_path / "other.duckdb"
+    missing = measure("--db", str(other), "--", "no-such-command-here")
+    assert missing.exit_code == 2
+    (line,) = missing.stderr.strip().splitlines()
+    assert "no-such-command-here" in line and not other.exists()
