@@ -14,12 +14,12 @@ from pathlib import Path
 
 import streamlit as st
 
-from greenbench.dashboard_app import board_views, compare_views, data, detail_views
+from greenbench.dashboard_app import board_views, compare_views, data, detail_views, power_views
 from greenbench.dashboard_app.filters import apply_filters, sidebar
 from greenbench.errors import StoreError
 from greenbench.reporting.leaderboard import leaderboard
 
-TABS = ("Leaderboard", "Pareto", "Run detail", "History", "Comparisons")
+TABS = ("Leaderboard", "Pareto", "Run detail", "History", "Comparisons", "Power limits")
 CREATE_CMD = "greenbench run --suite smoke --db {db}"
 
 
@@ -94,6 +94,7 @@ def main() -> None:
         "Run detail": lambda: detail_views.run_detail_tab(db, board),
         "History": lambda: detail_views.history_tab(filtered, board),
         "Comparisons": lambda: compare_views.comparisons_tab(db, board),
+        "Power limits": lambda: power_views.power_limits_tab(db),
     }
     for name, tab in zip(TABS, tabs, strict=True):
         if not tab.open:

@@ -185,3 +185,49 @@ def history_chart(hist: pd.DataFrame, metric: str) -> alt.LayerChart:
     )
     bars = base.mark_rule().encode(y=f"{metric}_ci_low:Q", y2=f"{metric}_ci_high:Q")
     return alt.layer(bars, line).properties(height=280)
+
+
+def power_limit_chart(table: pd.DataFrame, knee_w: float | None, energy: str) -> alt.LayerChart:
+    """One power-limit sweep: time per million tokens against J/token, each limit a point
+    coloured by its watts, the Pareto front as a step line and the knee ringed
+    (`greenbench.reporting.limit_sweep`'s per-limit table)."""
+    data = table.assign(knee=table["limit_w"] == knee_w)
+    x = alt.X("seconds_per_mtok:Q", title="time per million tokens (s) — lower is better",
+              scale=alt.Scale(zero=False))  # fmt: skip
+    y = alt.Y("joules_per_token:Q", title=f"J/token, {energy} — lower is better",
+              scale=alt.Scale(zero=False))  # fmt: skip
+    points = (
+        alt.Chart(data)
+        .mark_point(filled=True, size=120, stroke="black")
+        .encode(
+            x=x,
+            y=y,
+            color=alt.Color(
+                "limit_w:Q", title="power limit (W)", scale=alt.Scale(scheme="viridis")
+            ),
+            tooltip=[
+                alt.Tooltip("limit_w:Q", title="limit (W)"),
+                alt.Tooltip("tokens_per_s:Q", format=",.0f"),
+                alt.Tooltip("joules_per_token:Q", format=".4~g"),
+                alt.Tooltip("slowdown:Q", format=".3f"),
+                alt.Tooltip("saving:Q", format=".1%"),
+                "on_front:N",
+            ],
+        )
+    )
+    front = (
+        alt.Chart(data[data["on_front"]].sort_values("seconds_per_mtok"))
+        .mark_line(interpolate=step_interpolation("min"), color="black", strokeDash=[4, 3])
+        .encode(x=x, y=y, order="seconds_per_mtok:Q")
+    )
+    knee = (
+        alt.Chart(data[data["knee"]])
+        .mark_point(size=600, color="red", strokeWidth=2)
+        .encode(x=x, y=y)
+    )
+    labels = (
+        alt.Chart(data)
+        .mark_text(align="left", dx=9, dy=-9, fontSize=11)
+        .encode(x=x, y=y, text=alt.Text("limit_w:Q", format=".0f"))
+    )
+    return alt.layer(front, points, knee, labels).properties(height=420)

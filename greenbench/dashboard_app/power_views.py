@@ -1,0 +1,79 @@
+"""The dashboard's power-limit view: each stored sweep (one configuration over its GPU power
+limits, `greenbench.reporting.limit_sweep`) as time against J/token coloured by limit, with the
+Pareto front and the knee, the table the report shows, and Zeus's choice beside the knee.
+Sweeps of emulated GPUs are shown as the model they are, never as measurements."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from greenbench.dashboard_app import charts, data
+from greenbench.reporting.limit_sweep import COLUMNS, MAX_SLOWDOWN, ZEUS_ETA, Sweep, sweeps
+from greenbench.reporting.repeats import read_repeats
+
+#: the table's columns: (per-limit column, heading)
+TABLE = (
+    ("limit_w", "limit (W)"),
+    ("tokens_per_s", "tokens/s"),
+    ("joules_per_token", "J/token"),
+    ("slowdown", "time vs highest"),
+    ("saving", "J/token saved vs highest"),
+    ("gpu_power_avg_w", "GPU power mean (W)"),
+    ("gpu_power_peak_w", "GPU power peak (W)"),
+    ("on_front", "on front"),
+    ("repeats", "repeats"),
+)
+HOW_TO = (
+    "No power-limit sweep is stored yet. `greenbench run --workload power-limit` sweeps the "
+    "limit on a GPU (root or zeusd); without one, `--set emulate.gpu=h100 --set model.size=tiny` "
+    "runs it on an emulated GPU (a model, labelled so)."
+)
+
+
+@st.cache_data(ttl=data.CACHE_TTL_S, show_spinner=False)
+def _rows(db_path: str) -> pd.DataFrame:
+    return read_repeats(db_path, COLUMNS)
+
+
+def table(sweep: Sweep) -> pd.DataFrame:
+    """A sweep's per-limit table with the view's headings."""
+    return sweep.table[[c for c, _ in TABLE]].rename(columns=dict(TABLE))
+
+
+def power_limits_tab(db: Path) -> None:
+    st.subheader("GPU power limits: time against energy")
+    found = sweeps(_rows(str(db)))
+    if not found:
+        st.info(HOW_TO)
+        st.dataframe(pd.DataFrame(columns=[h for _, h in TABLE]), hide_index=True)
+        return
+    names = [f"{s.name} · {s.device_type} ×{s.devices} · {s.energy}" for s in found]
+    sweep = found[names.index(st.selectbox("sweep", names, key="power_sweep"))]
+    if not sweep.measured:
+        st.warning(
+            "These figures come from a model, not a measurement: an emulated GPU's power model "
+            "answering NVML on CPU ranks. They show the workload's path and shape, never a result."
+        )
+    st.altair_chart(
+        charts.power_limit_chart(sweep.table, sweep.knee_w, sweep.energy), width="stretch"
+    )
+    st.dataframe(table(sweep), hide_index=True)
+    if sweep.knee_w is not None:
+        knee = sweep.table[sweep.table["limit_w"] == sweep.knee_w].iloc[0]
+        st.markdown(
+            f"**Knee: {sweep.knee_w:g} W**, the lowest J/token within {MAX_SLOWDOWN - 1:.0%} of "
+            f"the highest limit's time: {-knee['saving']:+.1%} J/token for "
+            f"{knee['slowdown'] - 1:+.1%} time."
+        )
+    for note in sweep.notes:
+        st.caption(note)
+    if sweep.zeus_cost_w is not None:
+        st.caption(
+            f"Zeus's GlobalPowerLimitOptimizer would choose {sweep.zeus_cost_w:g} W with its "
+            f"default ZeusCost(η = {ZEUS_ETA:g}), {sweep.zeus_slowdown_w:g} W with "
+            f"MaxSlowdownConstraint({MAX_SLOWDOWN:g}): computed with Zeus's published selectors "
+            "from this sweep, not by running its callbacks."
+        )
