@@ -295,3 +295,42 @@ def test_shipped_suites_measure_gpu_sized_models_on_cuda():
     assert by_workload["transformer-vs-mamba"]["model.size"] == "125m"
     assert max(s["data.seq_len"] for s in specs) >= 8192
     assert by_workload["fsdp-vs-odc"]["model.size"] == "tiny"  # ODC runs on CPU ranks
+
+
+# ------------------------------------------------------- GPU power limits, emulated GPUs, node
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"gpu.power_limit_w": 400.0, "gpu.power_limit_frac": 0.7}, "at most one of"),
+        ({"gpu.power_limit_w": -1.0}, "must be >= 0"),
+        ({"gpu.power_limit_w": 400.0, "device": "cpu"}, "needs GPUs"),
+        ({"emulate.gpu": "h1000"}, "not a GPU type"),
+        ({"emulate.gpu": "h100", "device": "cuda"}, "runs on device cpu"),
+        ({"emulate.gpu": "h100", "energy.source": "rapl"}, "leave energy.source auto"),
+        ({"energy.node": "redfish"}, "needs energy.redfish_url"),
+        ({"energy.redfish_url": "bmc.local/redfish"}, "http:// or https://"),
+        ({"energy.node": "snmp"}, "is not one of"),
+    ],
+)
+def test_power_settings_are_checked(settings, message):
+    with pytest.raises(SpecError, match=message):
+        expand("transformer-vs-mamba", [settings])
+
+
+def test_power_settings_keep_other_runs_identities():
+    plain = expand("transformer-vs-mamba", [{}])[0]
+    assert not {k for k in plain.identity() if k.startswith(("gpu.", "emulate.gpu", "energy.n"))}
+    limited = expand("transformer-vs-mamba", [{"gpu.power_limit_frac": 0.7}])[0]
+    assert limited.identity()["gpu.power_limit_frac"] == 0.7  # until the launcher has watts
+    emulated = expand("transformer-vs-mamba", [{"emulate.gpu": "h100", "device": "cpu"}])[0]
+    assert emulated.identity()["emulate.gpu"] == "h100"
+    node = expand("transformer-vs-mamba", [{"energy.node": "off"}])[0]
+    assert node.identity() == plain.identity()  # a meter beside the devices changes nothing
+
+
+def test_the_power_limit_workload_sweeps_four_fractions_for_two_families():
+    specs = expand("power-limit", [{"device": "cpu", "emulate.gpu": "h100"}])
+    assert sorted({s["gpu.power_limit_frac"] for s in specs}) == [0.55, 0.7, 0.85, 1.0]
+    assert {s["model.family"] for s in specs} == {"transformer", "mamba"} and len(specs) == 8

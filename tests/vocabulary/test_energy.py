@@ -25,3 +25,12 @@ def test_simulated_by_flag_or_by_source_and_null_reads_false():
     assert is_simulated("model") and is_simulated("rapl", True)
     for unknown in (None, math.nan, pd.NA, False):
         assert not is_simulated("rapl", unknown)
+
+
+def test_an_emulated_gpu_s_energy_is_never_a_measurement():
+    from greenbench.vocabulary import EMULATED_SOURCE
+
+    assert energy_label(EMULATED_SOURCE, True) == "emulated (GPU power model)"
+    assert energy_label(EMULATED_SOURCE, False) == "emulated (GPU power model)"
+    assert is_simulated(EMULATED_SOURCE) and is_simulated(f"{EMULATED_SOURCE}+rapl")
+    assert not is_simulated("nvml")
