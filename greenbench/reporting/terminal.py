@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from greenbench.vocabulary import energy_label, is_simulated
+from greenbench.vocabulary import EMULATED_SOURCE, energy_label, is_simulated
 
 MISSING = "—"
 
@@ -87,7 +87,10 @@ def runs_table(db_path: Path, limit: int) -> None:
         source = MISSING if _missing(r.energy_source) else str(r.energy_source)
         estimated = not _missing(r.energy_measured) and not bool(r.energy_measured)
         if estimated and "estimate" not in source:
-            source += " (simulated)" if is_simulated(source) else " (estimated)"
+            if is_simulated(source):
+                source += " (emulated)" if EMULATED_SOURCE in source else " (simulated)"
+            else:
+                source += " (estimated)"
         table.add_row(
             cell(r.run_id),
             cell(r.status),
@@ -127,6 +130,13 @@ def run_detail(db_path: Path, run_id: str) -> None:
         f"git={cell(run.get('git_sha'))}; "
         f"peak {_fmt(run.get('peak_flops'))} FLOP/s ({cell(run.get('peak_flops_source'))})"
     )
+    if not _missing(run.get("power_limit_w")):
+        note = f"; {run['power_limit_note']}" if run.get("power_limit_note") else ""
+        console.print(
+            f"GPU power limit {_fmt(run['power_limit_w'], 'g')} W (default "
+            f"{_fmt(run.get('power_limit_default_w'), 'g')} W, set via "
+            f"{cell(run.get('power_limit_via'))}; restored after the run){cell(note)}"
+        )
     kernels = run.get("kernels") or {}
     quota = {True: "on", False: "off"}.get(run.get("rank_cpu_quota"), MISSING)
     console.print(
@@ -141,7 +151,13 @@ def run_detail(db_path: Path, run_id: str) -> None:
     if results:
         labels = sorted({energy_label(r["energy_source"], r["energy_measured"]) for r in results})
         est = "" if all(r["energy_measured"] for r in results) else " [yellow](estimate)[/yellow]"
-        if any(is_simulated(r["energy_source"]) for r in results):
+        if any(EMULATED_SOURCE in str(r["energy_source"]) for r in results):
+            console.print(
+                "[yellow]emulated GPUs[/yellow]: CPU ranks stood in for GPUs; energy labelled "
+                f"{', '.join(labels)}: the model's, never compared with a measurement"
+            )
+            est = " [yellow](emulated)[/yellow]"
+        elif any(is_simulated(r["energy_source"]) for r in results):
             console.print(
                 f"[yellow]simulated[/yellow]: no worker ran; energy {', '.join(labels)} at "
                 "assumed watts, never compared with a measurement"
@@ -183,6 +199,9 @@ def run_detail(db_path: Path, run_id: str) -> None:
         for r in results:  # why an MFU is unknown, or how its peak was re-measured
             if r.get("mfu_note"):
                 console.print(f"MFU of repeat {r['repeat']}: {cell(r['mfu_note'])}")
+        for r in results:  # what was read beside the run's own devices
+            if line := beside_line(r):
+                console.print(f"repeat {r['repeat']}: {line}")
     comm = run.get("comm_records", [])
     if comm:
         table = Table(
@@ -217,3 +236,22 @@ def run_detail(db_path: Path, run_id: str) -> None:
                 _fmt(r["energy_j"], ".4g"),
             )
         console.print(table)
+
+
+def beside_line(r: dict[str, Any]) -> str:
+    """A repeat's GPU power and what was read beside its devices (node meter, host CPU), as one
+    markup-safe line; "" when there is none."""
+    parts = []
+    if not _missing(r.get("gpu_power_avg_w")):
+        parts.append(
+            f"GPU power mean {_fmt(r['gpu_power_avg_w'], '.0f')} W, peak "
+            f"{_fmt(r.get('gpu_power_peak_w'), '.0f')} W"
+        )
+    if not _missing(r.get("energy_node_source")):
+        energy = r.get("energy_node_j")
+        value = "unavailable" if _missing(energy) else f"{_fmt(energy, '.4g')} J"
+        note = f" ({cell(r['energy_node_note'])})" if r.get("energy_node_note") else ""
+        parts.append(f"node meter ({cell(r['energy_node_source'])}) {value}{note}, beside J/token")
+    if not _missing(r.get("energy_host_source")):
+        parts.append(f"CPU/DRAM from {cell(r['energy_host_source'])}, beside the GPUs")
+    return "; ".join(parts)

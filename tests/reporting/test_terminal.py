@@ -210,3 +210,17 @@ def test_run_progress_and_failures_table_print_errors_literally(
     assert err.count(ERROR) == 2  # the live line and the failures table
     assert err.count(spec.name) == 2
     assert "db[1].duckdb" in err
+
+
+def test_a_repeat_s_gpu_power_and_node_meter_are_shown_beside_it() -> None:
+    from greenbench.reporting.terminal import beside_line
+
+    line = beside_line(
+        {"gpu_power_avg_w": 489.6, "gpu_power_peak_w": 497.0, "energy_node_j": None,
+         "energy_node_source": "redfish", "energy_node_note": "unavailable: [red]x[/red]",
+         "energy_host_source": "rapl"}
+    )  # fmt: skip
+    assert "GPU power mean 490 W, peak 497 W" in line
+    assert "node meter (redfish) unavailable" in line and "\\[red]x" in line  # escaped
+    assert "CPU/DRAM from rapl" in line
+    assert beside_line({"gpu_power_avg_w": None, "energy_node_source": None}) == ""
