@@ -293,6 +293,9 @@ def run_specs(
     check_energy_sources(specs)
     check_node_meters(specs)
     specs, limits = plan_limits(specs)  # refused here (exit 2) when a limit cannot be set
+    for i, plan in limits.items():  # a limit moved into the allowed range: say so now
+        if plan.note:
+            emit("note", specs[i], {"message": f"{specs[i].name}: {plan.note}"})
     if rdzv and rdzv.get("node_rank"):
         return follow_specs(specs, rdzv, emit, limits)
     peaks = [
