@@ -102,6 +102,18 @@ def test_the_original_is_recorded_before_the_change_and_restored_at_the_end(nvml
     assert journal.entries() == [] and held.problems == []
 
 
+def test_a_sweep_sets_each_limit_in_turn_and_restores_the_original_between(nvml):
+    specs, plans = plan_limits(
+        [cuda_spec(**{"gpu.power_limit_frac": f}) for f in (1.0, 0.85, 0.7, 0.55)]
+    )
+    assert [p.watts for p in plans.values()] == [700, 595, 490, 385]
+    for i, spec in enumerate(specs):
+        with held_limit(spec, plans[i]):
+            assert nvml.gpus[0].limit_mw == plans[i].watts * 1000
+    assert nvml.sets == [("GPU-0", mw) for w in (700, 595, 490, 385) for mw in (w * 1000, 700_000)]
+    assert Journal().entries() == []
+
+
 @pytest.mark.parametrize("error", [RuntimeError("a rank failed"), KeyboardInterrupt()])
 def test_the_limit_is_restored_after_an_exception_and_an_interrupt(nvml, error):
     spec, plan = hold(cuda_spec(**{"gpu.power_limit_w": 400.0}))
