@@ -198,9 +198,11 @@ class Journal:
             entries[:] = [e for e in entries if not _same_device(e, uuid, emulated)]
 
     def holder(self, uuid: str, emulated: str) -> dict[str, Any] | None:
-        """The entry of another live process that holds this device changed, if any."""
+        """The entry of another process for this device, if any: one that still runs and holds
+        it changed, or one that ended without restoring it (whose original limit must not be
+        overwritten by a new record of the changed one)."""
         for e in self.entries():
-            if _same_device(e, uuid, emulated) and e.get("pid") != os.getpid() and _alive(e):
+            if _same_device(e, uuid, emulated) and e.get("pid") != os.getpid():
                 return e
         return None
 
@@ -259,10 +261,17 @@ def held_limit(
             devices = control.read(plan.indices)
             for d in devices:
                 other = journal.holder(d.uuid, plan.emulated)
-                if other is not None:
+                if other is not None and _alive(other):
                     raise PowerLimitRefused(
                         f"GPU {d.index} ({d.uuid}) has a power limit set by greenbench process "
                         f"{other['pid']}, which is still running: wait for it to finish"
+                    )
+                if other is not None:
+                    raise PowerLimitRefused(
+                        f"GPU {d.index} ({d.uuid}) still has the {other.get('applied_w')} W limit "
+                        f"greenbench process {other['pid']} set and never restored (original "
+                        f"{other.get('original_w')} W): run `greenbench doctor` with the "
+                        "permission to restore it first"
                     )
             for d in devices:
                 journal.record(d, plan.watts, plan.via, plan.emulated)

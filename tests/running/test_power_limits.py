@@ -152,6 +152,19 @@ def test_a_device_another_live_run_holds_is_refused(nvml):
             pass
 
 
+def test_a_device_left_changed_by_a_dead_run_is_refused_until_restored(nvml):
+    """Recording its changed limit as the original would lose the real one."""
+    spec, plan = hold(cuda_spec(**{"gpu.power_limit_w": 400.0}))
+    journal = Journal()
+    journal.record(power_limits.control_for(spec.settings).read([0])[0], 400, "nvml", "")
+    entries = journal.entries()
+    entries[0]["pid"] = dead_pid()
+    journal.path.write_text(json.dumps(entries))
+    with pytest.raises(PowerLimitRefused, match="never restored"), held_limit(spec, plan):
+        pass
+    assert Journal().entries() == entries and nvml.sets == []
+
+
 def dead_pid() -> int:
     proc = subprocess.Popen([sys.executable, "-c", "pass"])
     proc.wait()
