@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import duckdb
+import pytest
 from click.testing import CliRunner
 
 from greenbench.cli import main
@@ -29,6 +30,7 @@ def measure(*args: str):
     return CliRunner().invoke(main, ["measure", *args])
 
 
+@pytest.mark.slow
 def test_a_script_is_measured_as_a_whole_process(tmp_path: Path):
     script = tmp_path / "script.py"
     script.write_text(SCRIPT)
@@ -53,6 +55,7 @@ def test_a_script_is_measured_as_a_whole_process(tmp_path: Path):
     assert [t for (t,) in rows(db, "SELECT tokens FROM results ORDER BY tokens")] == [50, 1200]
 
 
+@pytest.mark.slow
 def test_a_failing_command_passes_its_status_on_and_a_missing_one_writes_nothing(tmp_path: Path):
     db = tmp_path / "r.duckdb"
     failed = measure("--db", str(db), "--", sys.executable, "-c", "raise SystemExit(3)")
