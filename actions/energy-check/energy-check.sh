@@ -16,9 +16,10 @@
 #   METRICS     the metrics judged (default: joules_per_token tokens_per_s)
 #   STRICT      1: an inconclusive or unstable verdict fails too (exit 4)
 #   INSTALL     auto (default): a commit whose root has pyproject.toml or setup.py is installed
-#               (no dependencies) into a virtual environment of its own on top of greenbench's
-#               Python, so its entry points register; no: its root goes on PYTHONPATH instead;
-#               yes: always install
+#               (without dependencies) into a folder of its own, first on PYTHONPATH, so its
+#               entry points register and its version is recorded; no: its root goes on
+#               PYTHONPATH instead; yes: always install
+#   PIP_ARGS    more options for that `pip install` (e.g. "--no-build-isolation" offline)
 #   PYTHON      the Python that has greenbench (default: python3)
 #   RUN_ARGS    more options for `greenbench run` (e.g. "--repeats 5 --device cuda")
 #   WORK        working folder (default: a new temporary one)
@@ -51,7 +52,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
-declare -A SIDE_PYTHON SIDE_PATH
+declare -A SIDE_PATH
 for side in base head; do
   ref=$BASE_REF
   [ "$side" = head ] && ref=$HEAD_REF
@@ -63,13 +64,11 @@ for side in base head; do
   packaged=no
   if [ -f "$WORK/$side/pyproject.toml" ] || [ -f "$WORK/$side/setup.py" ]; then packaged=yes; fi
   if [ "$INSTALL" = yes ] || { [ "$INSTALL" = auto ] && [ "$packaged" = yes ]; }; then
-    "$PYTHON" -m venv --system-site-packages "$WORK/venv-$side"
-    "$WORK/venv-$side/bin/python" -m pip install --quiet --no-deps --no-build-isolation \
+    # shellcheck disable=SC2086  # PIP_ARGS are words
+    "$PYTHON" -m pip install --quiet --no-deps --target "$WORK/site-$side" ${PIP_ARGS:-} \
       "$WORK/$side"
-    SIDE_PYTHON[$side]="$WORK/venv-$side/bin/python"
-    SIDE_PATH[$side]=${PYTHONPATH:-}
+    SIDE_PATH[$side]="$WORK/site-$side${PYTHONPATH:+:$PYTHONPATH}"
   else
-    SIDE_PYTHON[$side]=$PYTHON
     SIDE_PATH[$side]="$WORK/$side${PYTHONPATH:+:$PYTHONPATH}"
   fi
 done
@@ -80,7 +79,7 @@ for round in $(seq 1 "$ROUNDS"); do
   for side in $order; do
     echo "::group::round $round of $ROUNDS: $side"
     # shellcheck disable=SC2086  # RUN_ARGS are words
-    (cd "$WORK/$side" && PYTHONPATH="${SIDE_PATH[$side]}" "${SIDE_PYTHON[$side]}" -m greenbench \
+    (cd "$WORK/$side" && PYTHONPATH="${SIDE_PATH[$side]}" "$PYTHON" -m greenbench \
       run --suite "$SUITE" --label "$side" --db "$DB" ${RUN_ARGS:-})
     echo "::endgroup::"
   done
