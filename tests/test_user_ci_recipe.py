@@ -13,12 +13,14 @@ and the planted slowdown is several times larger.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import duckdb
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -86,12 +88,17 @@ def recipe(repo: Path, work: Path, base: str, head: str, **env: str) -> subproce
 
 @pytest.mark.slow
 def test_the_recipe_passes_an_unchanged_step_and_fails_a_slower_one(repo: Path, tmp_path: Path):
+    # each commit's package installed (pip --target, offline), as the recipe does by default
     same = recipe(
-        repo, tmp_path / "same", "HEAD~2", "HEAD~1",
-        ROUNDS="2", RUN_ARGS=f"--repeats 3 {QUICK}",
+        repo, tmp_path / "same", "HEAD~2", "HEAD~1", INSTALL="auto",
+        PIP_ARGS="--no-build-isolation --no-index", ROUNDS="2", RUN_ARGS=f"--repeats 3 {QUICK}",
     )  # fmt: skip
     assert same.returncode == 0, same.stdout[-3000:] + same.stderr[-3000:]
     assert "REGRESSION" not in same.stdout
+    with duckdb.connect(str(tmp_path / "same" / "energy.duckdb"), read_only=True) as con:
+        stored = con.execute("SELECT DISTINCT label, versions->'$.workload' FROM runs").fetchall()
+    assert {label for label, _ in stored} == {"base", "head"}
+    assert all(json.loads(w)["package"] == "greenbench-example-tinylm" for _, w in stored)
     rounds = [line for line in same.stdout.splitlines() if line.startswith("::group::")]
     assert [line.rsplit(" ", 1)[1] for line in rounds] == ["base", "head", "head", "base"]
 
