@@ -1,8 +1,11 @@
 """The shipped suites travel inside the package: a built wheel holds them as package data, and
-loading one by name reads it through importlib.resources, not from a source checkout."""
+loading one by name reads it through importlib.resources, not from a source checkout. An
+installed wheel (not this editable checkout) runs the smoke suite from any directory."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -22,15 +25,113 @@ def test_suites_load_from_the_package_not_from_a_checkout(monkeypatch, tmp_path)
     assert not (ROOT / "workloads").exists()  # nothing beside the package to fall back on
 
 
-@pytest.mark.slow
-def test_the_wheel_ships_every_suite(tmp_path):
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A wheel built from a copy of the checkout's sources, so that the build neither writes
+    into the checkout (build/, *.egg-info) nor packs stale files a checkout's build/ may hold."""
+    tmp = tmp_path_factory.mktemp("wheel")
+    src = tmp / "src"
+    src.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / name, src / name)
+    shutil.copytree(
+        ROOT / "greenbench", src / "greenbench", ignore=shutil.ignore_patterns("__pycache__")
+    )
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", str(ROOT), "--no-deps", "--no-build-isolation",
-         "-w", str(tmp_path), "-q"],
+        [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
+         "-w", str(tmp / "dist"), "-q"],
         check=True,
         capture_output=True,
     )  # fmt: skip
-    (wheel,) = tmp_path.glob("greenbench-*.whl")
+    (built,) = (tmp / "dist").glob("greenbench-*.whl")
+    return built
+
+
+@pytest.mark.slow
+def test_the_wheel_ships_every_suite(wheel: Path):
     names = set(zipfile.ZipFile(wheel).namelist())
     shipped = {f"greenbench/suites/{p.name}" for p in (ROOT / "greenbench/suites").glob("*.toml")}
     assert shipped and shipped <= names
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """This process's environment without what could point Python at the checkout (or keep
+    it from writing bytecode, which the test reads as a trace of what the workers imported)."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "PYTHONHOME", "PYTHONSTARTUP", "PYTHONSAFEPATH", "VIRTUAL_ENV")
+        and k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX", "GREENBENCH_DB")
+    }
+    env["HOME"] = str(home)  # no user site-packages, no ~/.cache of the caller's
+    return env
+
+
+@pytest.mark.slow
+def test_the_installed_wheel_runs_the_smoke_suite_from_any_directory(wheel: Path, tmp_path):
+    """The wheel, installed (not editable) into a fresh virtual environment, runs
+    ``greenbench run --suite smoke`` from a temporary directory, and every greenbench module
+    that run imports, the launcher's and the workers', is the wheel's.
+
+    The environment sees the system site-packages (torch and the other dependencies are not
+    installed again), where CI also has this checkout installed in editable mode. That install
+    does not shadow the wheel: its finder is appended to ``sys.meta_path``, after the path
+    finder, and the environment's site-packages come before the system's on ``sys.path``. The
+    test checks both facts rather than assuming them."""
+    venv = tmp_path / "venv"
+    subprocess.run(
+        [sys.executable, "-m", "venv", "--system-site-packages", str(venv)],
+        check=True,
+        capture_output=True,
+    )
+    python = venv / "bin" / "python"
+    subprocess.run(
+        # --no-compile: the bytecode found after the run is what the run itself imported
+        [python, "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-compile",
+         "--no-index", "-q", str(wheel)],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    work = tmp_path / "elsewhere"  # neither the checkout nor the environment
+    work.mkdir()
+    env = clean_env(tmp_path / "home")
+
+    def in_venv(code: str) -> str:
+        out = subprocess.run(
+            [python, "-c", code], cwd=work, env=env, check=True, capture_output=True, text=True
+        )
+        return out.stdout.strip()
+
+    site = Path(in_venv("import sysconfig; print(sysconfig.get_path('purelib'))")).resolve()
+    imported = Path(in_venv("import greenbench.cli; print(greenbench.cli.__file__)")).resolve()
+    assert imported.is_relative_to(site / "greenbench"), f"{imported} is not the wheel's copy"
+    assert not imported.is_relative_to(ROOT)
+    script = venv / "bin" / "greenbench"
+    assert script.read_text().splitlines()[0] == f"#!{python}"  # the entry point runs the venv
+    worker_pyc = site / "greenbench" / "running" / "__pycache__"
+    assert not list(worker_pyc.glob("worker.*.pyc"))  # not imported yet (--no-compile)
+
+    db = work / "r.duckdb"
+    run = subprocess.run(
+        [script, "run", "--suite", "smoke", "--device", "cpu", "--repeats", "1", "--db", str(db)],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+
+    # the workers (python -m greenbench.running.worker; the launcher never imports that module)
+    # compiled the wheel's copy: they imported the wheel, not the checkout
+    assert list(worker_pyc.glob("worker.*.pyc"))
+    from greenbench.store.queries import list_runs
+
+    runs = list_runs(db, limit=None)
+    expected = spec.expand_suite(
+        spec.load_suite("smoke"), {"device": "cpu", "repeats": 1}, label=None
+    )
+    assert len(runs) == len(expected) > 0
+    assert set(runs["status"]) == {"ok"}, runs[["config_name", "status", "error"]]
+    assert (runs["suite"] == "smoke").all() and (runs["n_repeats"] == 1).all()
+    assert (runs["tokens_per_s_median"] > 0).all()
