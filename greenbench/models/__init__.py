@@ -9,12 +9,13 @@ from __future__ import annotations
 import torch
 
 from greenbench.errors import SpecError
-from greenbench.models import mamba, transformer
+from greenbench.models import mamba, mamba2, transformer
 from greenbench.models.family import ModelBuilder, ModelFamily, ModelInfo, TensorParallel
 
 FAMILIES: dict[str, ModelFamily] = {
     "transformer": transformer.FAMILY,
     "mamba": mamba.FAMILY,
+    "mamba2": mamba2.FAMILY,
 }
 
 __all__ = [
@@ -71,7 +72,8 @@ def build_model(
     ``torch.manual_seed(seed)`` is called right before construction, so the same (family, size,
     vocab_size, seed) gives the same weights. ``vocab_size`` overrides the preset's vocabulary
     (e.g. to match a data stream). ``device`` builds directly there (``"meta"`` builds nothing).
-    ``kernel`` picks the family's kernel backend where it has a choice (Mamba's scan).
+    ``kernel`` picks the family's kernel backend where it has a choice (Mamba's and Mamba-2's
+    scan).
     Raises `SpecError` for an unknown family or size.
     """
     fam = _family(family, size)

@@ -1,14 +1,14 @@
 """The contract every model family keeps, and what a strategy receives to build a model.
 
-A family (``transformer``, ``mamba``) is one package whose `ModelFamily` bundles: size presets
-(like torchtitan's flavours); a builder; `ModelInfo`, an analytic description of a preset
-(parameter counts and the shapes the FLOP formulas need, so the planner, the dashboard and MFU
-use it without building a model); FLOPs per token; ``blocks(model)``, the repeated blocks FSDP
-wraps one by one and a pipeline cuts between; what a tensor-parallel split divides (attention
-heads, inner channels) and how (a plan of projections, or its own function);
+A family (``transformer``, ``mamba``, ``mamba2``) is one package whose `ModelFamily` bundles:
+size presets (like torchtitan's flavours); a builder; `ModelInfo`, an analytic description of a
+preset (parameter counts and the shapes the FLOP formulas need, so the planner, the dashboard and
+MFU use it without building a model); FLOPs per token; ``blocks(model)``, the repeated blocks
+FSDP wraps one by one and a pipeline cuts between; what a tensor-parallel split divides
+(attention heads, inner channels) and how (a plan of projections, or its own function);
 ``pipeline_stage``, a run of blocks as one pipeline stage; and its kernel backends, the
-choices of the setting that picks one (``model.scan`` for Mamba), resolved before a run starts
-so the kernel that ran is part of the run's identity.
+choices of the setting that picks one (``model.scan`` for Mamba and Mamba-2), resolved before a
+run starts so the kernel that ran is part of the run's identity.
 
 Adding a family is one new package and one line in `greenbench.models.FAMILIES`.
 """
@@ -41,15 +41,20 @@ class ModelInfo:
     n_layers: int
     d_model: int
     vocab_size: int
-    # Transformer only.
+    # Transformer: attention heads; Mamba-2: SSM heads (d_inner / head dim).
     n_heads: int | None = None
+    # Transformer only.
     n_kv_heads: int | None = None
     d_ffn: int | None = None
-    # Mamba only.
+    # Mamba and Mamba-2.
     d_inner: int | None = None  # expand × d_model: channels of the selective scan
-    d_state: int | None = None  # N, the SSM state size per channel
+    d_state: int | None = None  # N, the SSM state size per channel (Mamba-2: per head channel)
     d_conv: int | None = None
+    # Mamba only.
     dt_rank: int | None = None
+    # Mamba-2 only.
+    n_groups: int | None = None  # groups of heads sharing one B and one C
+    chunk_size: int | None = None  # Q, the SSD scan's chunk length (sets its FLOPs)
 
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}

@@ -16,12 +16,22 @@ Conventions, per token of a sequence of length S, for a model described by `Mode
   ``9·D·n`` per token, as given by the Mamba authors (A. Gu in state-spaces/mamba issue #110, the
   count VMamba's ``flops_selective_scan_fn`` uses), plus ``D`` for the D skip and ``D`` for the
   z gate; training ≈ 3 × forward. No term grows with S: that is the point of the architecture.
+* Mamba-2: ``6·N + 3·L·(2·Q·(G·n + D) + 4·n·D)`` with ``D = d_inner``, ``n = d_state``, ``G``
+  groups of B and C and ``Q`` the SSD chunk length of the preset. ``6·N`` as for Mamba. The
+  second term is the SSD scan's matmuls per token, forward: ``C·Bᵀ`` inside a chunk (``2·Q·n``
+  per group, shared by the group's heads), its masked product with ``dt·x`` (``2·Q·D``), the
+  chunk's state ``Bᵀ·(dt·x)`` and the start state's output ``C·S`` (``2·n·D`` each); training
+  = 3 × forward. Element-wise work (the decay mask and its exponentials, D skip, gate, gated
+  norm) is left out, as the Transformer's softmax is. The causal half of the Q × Q products is
+  not discounted (as attention's is not). Q is counted as the preset's even where S < Q (the
+  torch scan then computes one chunk of S) or where a kernel tiles otherwise (fla: 64).
 
 `measured_flops_per_token` is a cross-check only. It sums the matmul FLOPs (mm, addmm, bmm,
 baddbmm) that `torch.utils.flop_counter.FlopCounterMode` records over a forward + backward. That
 misses CPU attention kernels (``_scaled_dot_product_flash_attention_for_cpu`` has no formula) and
 all element-wise work, so on CPU it sees only the ``6·N`` part of a Transformer, and for Mamba the
-projections plus the small batched products inside our scan, not the scan's element-wise work.
+projections plus the small batched products inside our scan, not the scan's element-wise work
+(for Mamba-2 it sees the SSD scan's matmuls as well, the masked products at their full Q × Q).
 Convolutions are left out on purpose: FlopCounterMode's ``convolution_backward`` formula ignores
 ``groups`` and overcounts a depthwise conv's weight gradient by the channel count.
 """
@@ -36,10 +46,13 @@ from torch.utils.flop_counter import FlopCounterMode
 from greenbench.errors import SpecError
 from greenbench.models.family import ModelInfo
 from greenbench.models.mamba.flops import mamba_flops_per_token, mamba_scan_flops_per_token
+from greenbench.models.mamba2.flops import mamba2_flops_per_token, mamba2_scan_flops_per_token
 from greenbench.models.transformer.flops import transformer_flops_per_token
 
 __all__ = [
     "flops_per_token",
+    "mamba2_flops_per_token",
+    "mamba2_scan_flops_per_token",
     "mamba_flops_per_token",
     "mamba_scan_flops_per_token",
     "measured_flops_per_token",

@@ -20,9 +20,9 @@ def test_registry_has_both_families_with_the_same_sizes():
 
 
 def test_unknown_family_names_the_choices():
-    with pytest.raises(SpecError, match=r"unknown model family 'rwkv'.*mamba, transformer"):
+    with pytest.raises(SpecError, match=r"unknown model family 'rwkv'.*mamba, mamba2, transformer"):
         build_model("rwkv", "tiny", seed=0)
-    with pytest.raises(SpecError, match="mamba, transformer"):
+    with pytest.raises(SpecError, match="mamba, mamba2, transformer"):
         model_info("rwkv", "tiny")
 
 
@@ -60,7 +60,7 @@ def test_vocab_size_override_reaches_model_and_info():
     assert info.n_params == sum(p.numel() for p in model.parameters())
 
 
-@pytest.mark.parametrize("family", ["transformer", "mamba"])
+@pytest.mark.parametrize("family", ["transformer", "mamba", "mamba2"])
 def test_same_seed_same_weights_other_seed_other_weights(family):
     a, b, c = (build_model(family, "tiny", seed=s) for s in (7, 7, 8))
     for (name, pa), pb in zip(a.named_parameters(), b.parameters(), strict=True):
