@@ -34,6 +34,15 @@ bf16 runs autocast, so the state is fp32 either way):
   and the gated output), ``x_proj``'s output (``dt_rank + 2·d_state``), the scan's B and C
   (``2·d_state``) and the project's chunked scan's saved states (``d_state · d_inner`` every
   `SCAN_CHUNK` tokens), plus ``A`` and ``−A`` once per block (``2·d_inner·d_state``).
+  A Mamba-2 block on the project's torch SSD scan (`greenbench.models.mamba2`; D = d_inner,
+  N = d_state, H heads, G groups, Q the chunk length) keeps its RMSNorm (``3·d + 1``),
+  ``in_proj``'s output (``2·D + 2·G·N + H``), the conv's padded input, output and SiLU output
+  (``3·(D + 2·G·N)``), the scan's per-head decay mask and masked scores (``2·H·Q``) and the
+  groups' ``C·Bᵀ`` (``G·Q``), nine ``D``-wide tensors (dt·x in two layouts, the chunk states'
+  input, the start states' output, the D skip's and the gated norm's, ``out_proj``'s input),
+  the chunks' start states twice (``2·D·N/Q``) and ~``5·H`` per-head scalars;
+  measured on the ``tiny`` and ``125m`` shapes within 1%. mamba-ssm's and fla's kernels keep
+  less (they recompute the chunk products in backward); the model prices the torch scan.
   Tokens of a microbatch are split by ``cp``; the project's ring attention (``cp > 1``) keeps
   one more ``d`` per token, its output copied back into the attention layout for ``o_proj``
   (flash attention returns that layout directly). Tensor parallelism (Megatron's, without sequence
@@ -87,6 +96,17 @@ def _block_activation_terms(shape: ModelShape, cp: int = 1) -> tuple[float, floa
     """(elements per token every tp rank keeps whole, elements per token tp splits) of one
     block (module docstring)."""
     d = shape.d_model
+    if shape.family == "mamba2":  # no tensor-parallel split (one group): all of it is whole
+        inner, n, heads = shape.d_inner or 0, shape.d_state or 0, shape.n_heads or 0
+        groups, chunk = shape.n_groups or 1, shape.chunk_size or 1
+        kept = (
+            3.0 * d + 1  # RMSNorm
+            + 2 * inner + 2 * groups * n + heads  # in_proj's output
+            + 3.0 * (inner + 2 * groups * n)  # the conv: padded input, output, SiLU
+            + 2.0 * heads * chunk + groups * chunk  # decay mask, masked scores, C·Bᵀ
+            + 9.0 * inner + 2.0 * inner * n / chunk + 5.0 * heads
+        )  # fmt: skip
+        return kept, 0.0
     if shape.family == "mamba":
         inner, n = shape.d_inner or 0, shape.d_state or 0
         return 3.0 * d + 1 + shape.dt_rank + 4.0 * n, 9.0 * inner + n * inner / SCAN_CHUNK

@@ -6,13 +6,15 @@ seconds (about 8 s on this project's 2-core machines) — longer than `greenbenc
 budget of 5 s. So the planner keeps a **copy of the numbers** those functions give for every
 preset, and ``tests/plan/test_shapes.py`` recomputes each one through `greenbench.models` and
 fails when the two disagree: a preset added or changed there must be added here too. No formula
-is copied: FLOPs per token are affine in the sequence length for both families
-(Transformer ``6·N + 12·L·d·S``, Mamba ``6·N + scan``, see `greenbench.models.flops`), so two
-stored coefficients reproduce them exactly.
+is copied: FLOPs per token are affine in the sequence length for every family
+(Transformer ``6·N + 12·L·d·S``, Mamba and Mamba-2 ``6·N + scan``, see
+`greenbench.models.flops`), so two stored coefficients reproduce them exactly.
 
 `misfit` applies the rules `greenbench.spec.check_degrees_fit_model` applies to a layout (tp
 divides what the family splits, pp at most the layers, cp divides the sequence); the same test
-checks both give the same verdict on every preset and degree.
+checks both give the same verdict on every preset and degree. It also refuses context
+parallelism for a family the hybrid strategy has no CP form for (Mamba-2), as
+`greenbench.strategies.hybrid.Hybrid.validate` does.
 """
 
 from __future__ import annotations
@@ -43,6 +45,9 @@ class ModelShape:
     d_ffn: int | None = None
     d_inner: int | None = None
     d_state: int | None = None
+    n_groups: int | None = None  # Mamba-2: groups of heads sharing B and C
+    chunk_size: int | None = None  # Mamba-2: the SSD scan's chunk length
+    context_parallel: bool = True  # whether the hybrid strategy can split its sequence
 
     @property
     def kv_dim(self) -> int:
@@ -65,9 +70,9 @@ class ModelShape:
         return self.vocab_size * self.d_model + self.d_model
 
     def norm_params_per_layer(self) -> int:
-        """Parameters of a block's RMSNorms (two in a Llama block, one in a Mamba block): the
-        part of a block tensor parallelism leaves whole on every rank."""
-        return self.d_model if self.family == "mamba" else 2 * self.d_model
+        """Parameters of a block's RMSNorms (two in a Llama block, one in a Mamba or Mamba-2
+        block): the part of a block tensor parallelism leaves whole on every rank."""
+        return self.d_model if self.family in ("mamba", "mamba2") else 2 * self.d_model
 
     @property
     def dt_rank(self) -> int:
@@ -92,6 +97,15 @@ def _m(size: str, n: int, emb: int, layers: int, d: int, inner: int, a: float,
     )  # fmt: skip
 
 
+def _m2(size: str, n: int, emb: int, layers: int, d: int, inner: int, heads: int, state: int,
+        chunk: int, a: float, vocab: int = 32000) -> ModelShape:  # fmt: skip
+    return ModelShape(
+        "mamba2", size, n, emb, layers, d, vocab, a, 0.0, {"SSM groups (n_groups)": 1},
+        n_heads=heads, d_inner=inner, d_state=state, n_groups=1, chunk_size=chunk,
+        context_parallel=False,
+    )  # fmt: skip
+
+
 #: family -> size -> shape; the numbers `greenbench.models` gives (checked by a test)
 PRESETS: dict[str, dict[str, ModelShape]] = {
     "transformer": {
@@ -112,6 +126,16 @@ PRESETS: dict[str, dict[str, ModelShape]] = {
             _m("350m", 385565696, 32768000, 48, 1024, 2048, 2159843328.0),
             _m("1b", 1082976256, 65536000, 36, 2048, 4096, 6169227264.0),
             _m("7b", 7002132480, 131072000, 64, 4096, 8192, 41456001024.0),
+        )
+    },
+    "mamba2": {
+        s.size: s
+        for s in (
+            _m2("tiny", 3980736, 262144, 8, 256, 512, 8, 64, 64, 27226752.0, vocab=1024),
+            _m2("125m", 139520448, 24576000, 24, 768, 1536, 24, 128, 256, 807631488.0),
+            _m2("350m", 382387712, 32768000, 48, 1024, 2048, 32, 128, 256, 2409145344.0),
+            _m2("1b", 1113346688, 65536000, 38, 2048, 4096, 64, 128, 256, 6772485888.0),
+            _m2("7b", 6808776704, 131072000, 64, 4096, 8192, 128, 128, 256, 41689423872.0),
         )
     },
 }
@@ -140,4 +164,6 @@ def misfit(shape: ModelShape, layout: Layout, seq_len: int) -> str | None:
         return f"pp={layout.pp} is more than the {shape.n_layers} layers"
     if seq_len % layout.cp:
         return f"cp={layout.cp} does not divide seq_len={seq_len}"
+    if layout.cp > 1 and not shape.context_parallel:
+        return f"cp={layout.cp}: {shape.family} has no context-parallel form"
     return None

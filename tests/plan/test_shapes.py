@@ -58,8 +58,24 @@ def test_misfit_agrees_with_the_spec(family: str, size: str) -> None:
         assert (misfit(shape, layout, 768) is None) == spec_ok, layout.text
 
 
+def test_mamba2_has_the_spec_verdicts_and_no_context_parallelism() -> None:
+    """The spec refuses mamba2's tp (one group); the hybrid strategy refuses its cp."""
+    from greenbench.spec import check_degrees_fit_model
+
+    shape = model_shape("mamba2", "tiny")
+    settings = {"model.family": "mamba2", "model.size": "tiny", "data.seq_len": 768}
+    for tp, pp in itertools.product((1, 2, 4), (1, 4, 9)):
+        try:
+            check_degrees_fit_model(settings, {"tp": tp, "pp": pp})
+            spec_ok = True
+        except SpecError:
+            spec_ok = False
+        assert (misfit(shape, Layout(tp=tp, pp=pp), 768) is None) == spec_ok
+    assert misfit(shape, Layout(cp=2), 768) == "cp=2: mamba2 has no context-parallel form"
+
+
 def test_unknown_family_or_size_names_the_choices() -> None:
-    with pytest.raises(SpecError, match=r"unknown model family 'gpt'.*mamba, transformer"):
+    with pytest.raises(SpecError, match=r"unknown model family 'gpt'.*mamba, mamba2, transformer"):
         model_shape("gpt", "7b")
     with pytest.raises(SpecError, match=r"unknown size '70b'.*7b"):
         model_shape("transformer", "70b")

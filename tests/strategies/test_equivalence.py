@@ -33,6 +33,11 @@ SETTINGS = dict(
     scale=1.0,
     seed=3,
 )
+# Float reordering grows with the steps at lr 1. Measured for Mamba-2 under ddp: after one step
+# the parameters agree to 1.2e-7 (float32 rounding), after three they differ by up to 2.3e-5 (the
+# embedding; its training at lr 1 amplifies rounding more than the other families'), still four
+# orders below the ~0.2 by which the steps move them, the size a wrong reduction would show at.
+ATOL = {"mamba2": 5e-5}
 
 
 def train(strategy: str, family: str, rank: int, world: int) -> dict[str, torch.Tensor]:
@@ -75,7 +80,7 @@ def _worker(rank: int, world: int, port: int, strategy: str, family: str, out: s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["transformer", "mamba"])
+@pytest.mark.parametrize("family", ["transformer", "mamba", "mamba2"])
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_ranks_match_single_process(tmp_path: Path, strategy: str, family: str):
     reference = train("single", family, rank=0, world=1)
@@ -88,4 +93,5 @@ def test_two_ranks_match_single_process(tmp_path: Path, strategy: str, family: s
         got = distributed[name]
         # the parameters moved, and moved identically
         assert not torch.equal(ref, initial[name]) or ref.abs().sum() == 0
-        torch.testing.assert_close(got, ref, rtol=1e-4, atol=1e-5, msg=f"{strategy}: {name}")
+        atol = ATOL.get(family, 1e-5)
+        torch.testing.assert_close(got, ref, rtol=1e-4, atol=atol, msg=f"{strategy}: {name}")

@@ -6,7 +6,8 @@
    (`greenbench.strategies.hybrid.pp`, torch's ``pipelining`` schedules);
 2. **TP** — the stage's blocks are split over ``tp`` (`greenbench.strategies.hybrid.tp`);
 3. **CP** — the sequence is split over ``cp``: ring attention for the Transformer, the scan's
-   state passed between chunks for Mamba (`greenbench.strategies.hybrid.cp`);
+   state passed between chunks for Mamba (`greenbench.strategies.hybrid.cp`; a family without
+   a CP form, Mamba-2, is refused by `Hybrid.validate`);
 4. activation checkpointing and compile: not applied (the layouts are compared as they are);
 5. **FSDP** — FSDP2 over the data-parallel shards and the context-parallel ranks together
    (``dp_shard × cp`` flattened, as torchtitan does: context-parallel ranks hold the same
@@ -64,6 +65,14 @@ class Hybrid(DataParallel):
                 f"strategy=hybrid does not replicate (layout.dp_replicate={layout.dp_replicate}):"
                 " shard instead (layout.dp_shard), or replicate alone with strategy=ddp"
             )
+        if layout.cp > 1:
+            from greenbench.strategies.hybrid.cp import CP_FORMS
+
+            if settings["model.family"] not in CP_FORMS:
+                raise SpecError(
+                    f"strategy=hybrid has no context parallelism for {settings['model.family']} "
+                    f"(layout.cp={layout.cp}); families with one: {', '.join(sorted(CP_FORMS))}"
+                )
         if settings["model.family"] == "mamba" and layout.tp > 1 and layout.cp > 1:
             raise SpecError(
                 "strategy=hybrid cannot combine layout.tp and layout.cp for mamba "
