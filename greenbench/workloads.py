@@ -33,12 +33,13 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             name="transformer-vs-mamba",
             question=(
-                "Does a state-space model (Mamba) train more tokens per joule than a Transformer "
-                "of the same parameter count, and at which sequence length does it win?"
+                "Does a state-space model (Mamba, Mamba-2) train more tokens per joule than a "
+                "Transformer of the same parameter count, and at which sequence length does it "
+                "win?"
             ),
             base={"model.size": "tiny", "data.lengths": "fixed", "strategy": "single"},
             sweep={
-                "model.family": ["transformer", "mamba"],
+                "model.family": ["transformer", "mamba", "mamba2"],
                 "data.seq_len": [256, 512, 1024, 2048],
             },
         ),

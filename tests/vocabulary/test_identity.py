@@ -22,9 +22,15 @@ BUILT_IN_KEYS = {
 }
 
 
+#: sweeps as they were when the digests were taken (a value added to a sweep since adds
+#: configurations, and must leave the keys of the ones before it as they were)
+PINNED_SWEEPS = {"transformer-vs-mamba": {"model.family": ["transformer", "mamba"]}}
+
+
 @pytest.mark.parametrize("workload", sorted(BUILT_IN_KEYS))
 def test_built_in_config_keys_are_unchanged(workload: str):
-    keys = sorted(config_key(spec.identity()) for spec in expand(workload, []))
+    layers = [PINNED_SWEEPS.get(workload, {})]
+    keys = sorted(config_key(spec.identity()) for spec in expand(workload, layers))
     digest = hashlib.sha256(" ".join(keys).encode()).hexdigest()[:16]
     assert (len(keys), digest) == BUILT_IN_KEYS[workload]
 
