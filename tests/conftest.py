@@ -37,6 +37,21 @@ from greenbench.results import RankResult, RunOutcome
 from greenbench.store import Store
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``cuda`` need a CUDA GPU: where torch sees none they are skipped with that
+    reason (``pytest -m cuda`` selects exactly them, to run on a GPU machine)."""
+    cuda = [item for item in items if item.get_closest_marker("cuda")]
+    if not cuda:
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason="needs a CUDA GPU (torch.cuda.is_available() is False)")
+    for item in cuda:
+        item.add_marker(skip)
+
+
 @pytest.fixture(autouse=True, scope="session")
 def _machine_cache(tmp_path_factory: pytest.TempPathFactory) -> Any:
     """Machine-level caches (the CPU GEMM calibration) go to one temporary folder for the

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import socket
 
-#: one tiny Transformer run: one warm-up and one measured step, no idle sampling, one repeat
+#: one tiny Transformer run on the CPU: one warm-up and one measured step, no idle sampling, one
+#: repeat (on the CPU on every machine: ``device: auto`` would take a GPU where there is one)
 QUICK = {
+    "device": "cpu",
     "model.family": "transformer",
     "data.seq_len": 32,
     "data.global_batch": 2,

@@ -22,6 +22,8 @@ TINY = [
     *("--set", "train.warmup_steps=1", "--set", "train.min_window_s=0.2"),
     *("--set", "energy.idle_s=0.2", "--set", "timeout_s=240"),
     *("--repeats", "1", "--nproc", "1", "--nnodes", "2"),
+    # two "nodes" on one machine: gloo on its CPU (on one GPU, NCCL refuses two ranks on it)
+    *("--device", "cpu"),
 ]
 
 

@@ -23,6 +23,7 @@ from greenbench.store import get_run, read_frame
 pytestmark = pytest.mark.slow
 
 FOUR = {
+    "device": "cpu",  # CPU quotas are for CPU ranks (GPU ranks own their devices)
     "model.family": "transformer",
     "strategy": "ddp",
     "nproc": 4,
