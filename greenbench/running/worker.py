@@ -259,7 +259,9 @@ def steps_per_window(s: dict, warm_times: list[float], ctx: DistContext) -> int:
     """Enough steps for a window of at least ``train.min_window_s``, agreed by every rank."""
     n = s["train.steps"]
     if warm_times:
-        typical = sorted(warm_times)[len(warm_times) // 2]
+        # the first step also pays for allocation, autotuning and compilation: judge by the rest
+        settled = warm_times[1:] or warm_times
+        typical = sorted(settled)[len(settled) // 2]
         n = max(n, math.ceil(s["train.min_window_s"] * 1.1 / max(typical, 1e-6)))
     n = min(n, s["train.max_steps"])
     if ctx.distributed:
