@@ -63,7 +63,7 @@ def test_run_workload_stores_honest_results(tmp_path: Path):
         "energy_measured, tokens FROM results"
     ).fetchall()
     con.close()
-    assert {r[2] for r in runs} == {"transformer", "mamba"}
+    assert {r[2] for r in runs} == {"transformer", "mamba", "mamba2"}
     assert all(r[1] == "ok" and r[3] == "e2e" for r in runs)
     # the truthful source is the best this machine has for a cpu run (the estimate where
     # there is no RAPL, as on the reference machines), labelled measured only if it is

@@ -35,7 +35,9 @@ def test_shipped_suites_load_and_expand():
 def test_workload_sweep_expands_product():
     specs = expand("transformer-vs-mamba", [])
     combos = {(s["model.family"], s["data.seq_len"]) for s in specs}
-    assert combos == {(f, n) for f in ("transformer", "mamba") for n in (256, 512, 1024, 2048)}
+    assert combos == {
+        (f, n) for f in ("transformer", "mamba", "mamba2") for n in (256, 512, 1024, 2048)
+    }
 
 
 def test_override_collapses_a_sweep_and_comma_sweeps():

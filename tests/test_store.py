@@ -310,6 +310,7 @@ def test_runs_stored_before_power_limits_keep_them_unknown(
     versions = read_frame(db, "SELECT max(version) AS v FROM schema_version")
     assert int(versions.v.iloc[0]) == store_mod.SCHEMA_VERSION >= 9
 
+
 def test_writes_do_not_hold_the_file(tmp_path: Path) -> None:
     db = tmp_path / "g.duckdb"
     store = Store(db)

@@ -148,9 +148,7 @@ class ModelBuilder:
             model = self.family.build(self.size, vocab_size=self.vocab_size, kernel=self.kernel)
         else:
             with torch.device(device):
-                model = self.family.build(
-                    self.size, vocab_size=self.vocab_size, kernel=self.kernel
-                )
+                model = self.family.build(self.size, vocab_size=self.vocab_size, kernel=self.kernel)
         if self.fused:
             if self.family.fuse is None:
                 raise ValueError(f"model family {self.family.name!r} has no fused kernels")
