@@ -286,16 +286,3 @@ def test_nothing_that_can_run_is_one_line_exit_2_and_no_database(tmp_path):
         "1 device(s) lent (--devices) (--force runs them anyway)"
     )
     assert not db.exists()
-
-
-@pytest.mark.slow
-def test_posttrain_on_one_device_for_real(tmp_path):
-    """As above with real ranks training (shortened windows): the twelve one-device
-    configurations train and are stored ok."""
-    db = tmp_path / "r.duckdb"
-    result = run("--suite", "posttrain", "--devices", "1", "--device", "cpu", *QUICK[4:],
-                 "--db", str(db))  # fmt: skip
-    assert result.exit_code == 0, result.output
-    runs = read_frame(db, "SELECT model_family, nproc, status FROM runs WHERE status = 'ok'")
-    assert len(runs) == 12 and set(runs["nproc"]) == {1}
-    assert set(runs["model_family"]) == {"transformer", "mamba", "mamba2"}
