@@ -135,16 +135,17 @@ def _build(compiler: str, flags: tuple[str, ...], directory: Path) -> Path:
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 
 
-def _check_inputs(
+def check_scan_shapes(
     u: torch.Tensor,
     delta: torch.Tensor,
     A: torch.Tensor,
     B: torch.Tensor,
     C: torch.Tensor,
-    *more: torch.Tensor,
+    *,
     chunk_size: int,
 ) -> None:
-    """The kernel reads raw memory: refuse what would make it read out of bounds."""
+    """What a scan kernel reading raw memory needs of its inputs' shapes (ValueError if not):
+    u, delta (T, batch, D), A (D, N), B, C (T, batch, N), chunk_size >= 1."""
     if chunk_size < 1:
         raise ValueError(f"selective scan: chunk_size must be >= 1, got {chunk_size}")
     if u.dim() != 3 or A.dim() != 2:
@@ -158,6 +159,19 @@ def _check_inputs(
         if tuple(given[name].shape) != tuple(shape):
             got = tuple(given[name].shape)
             raise ValueError(f"selective scan: {name} must be {tuple(shape)}, got {got}")
+
+
+def _check_inputs(
+    u: torch.Tensor,
+    delta: torch.Tensor,
+    A: torch.Tensor,
+    B: torch.Tensor,
+    C: torch.Tensor,
+    *more: torch.Tensor,
+    chunk_size: int,
+) -> None:
+    """The kernel reads raw memory: refuse what would make it read out of bounds."""
+    check_scan_shapes(u, delta, A, B, C, chunk_size=chunk_size)
     for x in (u, delta, A, B, C, *more):
         if x.dtype != torch.float32 or x.device.type != "cpu" or not x.is_contiguous():
             raise ValueError(

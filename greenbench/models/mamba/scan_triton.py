@@ -47,6 +47,7 @@ import triton.language as tl
 
 from greenbench.errors import KernelUnavailable
 from greenbench.models.mamba.kernels import triton_interpreter_on
+from greenbench.models.mamba.scan_native import check_scan_shapes
 
 #: channels per program: a power of two (Triton block shapes are)
 BLOCK_D = 32
@@ -204,19 +205,7 @@ def _check(
     chunk_size: int,
 ) -> None:
     """The kernels read raw memory: refuse what would make them read out of bounds."""
-    if chunk_size < 1:
-        raise ValueError(f"selective scan: chunk_size must be >= 1, got {chunk_size}")
-    if u.dim() != 3 or A.dim() != 2:
-        shapes = f"{tuple(u.shape)}, {tuple(A.shape)}"
-        raise ValueError(f"selective scan: u must be (T, batch, D), A (D, N); got {shapes}")
-    seq_len, batch, D = u.shape
-    N = A.shape[1]
-    expected = {"delta": u.shape, "A": (D, N), "B": (seq_len, batch, N), "C": (seq_len, batch, N)}
-    given = {"delta": delta, "A": A, "B": B, "C": C}
-    for name, shape in expected.items():
-        if tuple(given[name].shape) != tuple(shape):
-            got = tuple(given[name].shape)
-            raise ValueError(f"selective scan: {name} must be {tuple(shape)}, got {got}")
+    check_scan_shapes(u, delta, A, B, C, chunk_size=chunk_size)
     for x in (u, delta, A, B, C, *more):
         if x.dtype != torch.float32 or x.device != u.device or not x.is_contiguous():
             raise ValueError(
