@@ -94,6 +94,41 @@ def restore_power_limits() -> None:
     help="devices this node lends a configuration (GPUs on cuda, default: all visible; ranks "
     "on cpu, default: no limit); configurations needing more are stored as skipped",
 )
+@click.option(
+    "--executor",
+    type=click.Choice(["local", "slurm", "submitit-local"]),
+    default="local",
+    show_default=True,
+    help="local: one configuration after another here; slurm: SLURM job arrays through "
+    "submitit, each job writing result shards that are merged here; submitit-local: the same "
+    "jobs as subprocesses of this machine (docs/cluster.md)",
+)
+@click.option("--dry-run", is_flag=True, help="with --executor slurm: print the sbatch parameters")
+@click.option(
+    "--no-wait", is_flag=True, help="submit and return; `greenbench status` collects later"
+)
+@click.option(
+    "--nodes", type=click.IntRange(min=1), help="fixed request: nodes per job (cluster executors)"
+)
+@click.option(
+    "--gpus-per-node",
+    type=click.IntRange(min=0),
+    help="fixed request: GPUs per node per job (default: each job asks what it needs)",
+)
+@click.option("--partition", help="SLURM partition (cluster executors)")
+@click.option("--account", help="SLURM account (cluster executors)")
+@click.option(
+    "--time-min", type=click.IntRange(min=1), help="minutes per configuration (default 60)"
+)
+@click.option("--per-job", type=click.IntRange(min=1), help="configurations per job (default 1)")
+@click.option(
+    "--cluster",
+    "cluster_sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="any [cluster] key of a suite: qos, constraint, cpus_per_rank, mem_gb, exclusive, "
+    "array_parallelism, setup, poll_s",
+)
 @friendly
 def run(
     suite: str | None,
@@ -111,18 +146,44 @@ def run(
     force: bool,
     resume: bool,
     devices: int | None,
+    executor: str,
+    dry_run: bool,
+    no_wait: bool,
+    nodes: int | None,
+    gpus_per_node: int | None,
+    partition: str | None,
+    account: str | None,
+    time_min: int | None,
+    per_job: int | None,
+    cluster_sets: tuple[str, ...],
 ) -> None:
     """Run a suite or one workload, measure it, and store the results.
 
     A configuration this machine cannot run (more devices than it has, or more memory or time
     than the up-front estimate allows) is stored as skipped with its reason and the others
     run; the exit status is 0 unless a configuration that ran failed (1), and 2 when nothing
-    can run here."""
+    can run here. With a cluster executor, each configuration is a job (docs/cluster.md)."""
     from greenbench.running.progress import run_with_progress
     from greenbench.spec import SpecError, expand, expand_suite, load_suite, parse_assignment
 
     if bool(suite) == bool(workload):
         raise SpecError("give exactly one of --suite NAME or --workload NAME")
+    cluster_cli = {
+        "nodes": nodes, "gpus_per_node": gpus_per_node, "partition": partition,
+        "account": account, "time_min": time_min, "per_job": per_job,
+    }  # fmt: skip
+    on_cluster = executor != "local"
+    if not on_cluster:
+        given = [f"--{k.replace('_', '-')}" for k, v in cluster_cli.items() if v is not None]
+        given += ["--cluster"] * bool(cluster_sets) + ["--dry-run"] * dry_run
+        given += ["--no-wait"] * no_wait
+        if given:
+            raise SpecError(f"{given[0]} goes with a cluster executor (--executor slurm)")
+    elif node_rank is not None or rdzv_endpoint:
+        raise SpecError(
+            "--node-rank and --rdzv-endpoint are for nodes started by hand; with --executor "
+            f"{executor} the job's allocation gives them"
+        )
     cli: dict[str, Any] = dict(parse_assignment(a) for a in sets)
     for key, value in (
         ("repeats", repeats),
@@ -133,22 +194,40 @@ def run(
     ):
         if value is not None:
             cli[key] = value
-    if suite:
-        specs = expand_suite(load_suite(suite), cli, label=label)
+    # on SLURM, `auto` means the nodes' GPUs (say --device cpu for CPU nodes)
+    machine = "cuda" if executor == "slurm" else None
+    suite_spec = load_suite(suite) if suite else None
+    if suite_spec is not None:
+        specs = expand_suite(suite_spec, cli, label=label, machine_device=machine)
     else:
         specs = expand(workload, [cli], label=label)
-    nodes = max(spec["nnodes"] for spec in specs)  # --nnodes, or nnodes from --set or a suite
-    if nodes > 1 and not rdzv_endpoint:
+    if on_cluster:
+        from greenbench.cluster.command import run_on_cluster
+        from greenbench.cluster.options import cluster_options, parse_cluster_assignment
+
+        options = cluster_options(
+            suite_spec.cluster if suite_spec else {},
+            cluster_cli | dict(parse_cluster_assignment(a) for a in cluster_sets),
+        )
+        code = run_on_cluster(
+            specs, db or default_db(), executor=executor, options=options,
+            python_path=list(suite_spec.python_path) if suite_spec else [], resume=resume,
+            force=force, devices=devices, dry_run=dry_run, wait=not no_wait,
+        )  # fmt: skip
+        sys.exit(code)
+    spans = max(spec["nnodes"] for spec in specs)  # --nnodes, or nnodes from --set or a suite
+    if spans > 1 and not rdzv_endpoint:
         raise SpecError(
-            f"nnodes={nodes}: --nnodes > 1 needs --rdzv-endpoint HOST:PORT (torchrun's rendezvous)"
+            f"nnodes={spans}: --nnodes > 1 needs --rdzv-endpoint HOST:PORT (torchrun's "
+            "rendezvous), or a cluster executor (--executor slurm)"
         )
     if (node_rank is None) != (rdzv_endpoint is None):
         raise SpecError(
             "multi-node runs need both --node-rank N and --rdzv-endpoint HOST:PORT "
             "(under SLURM: --node-rank $SLURM_NODEID)"
         )
-    if node_rank is not None and node_rank >= nodes:
-        raise SpecError(f"--node-rank {node_rank} is not below --nnodes {nodes}")
+    if node_rank is not None and node_rank >= spans:
+        raise SpecError(f"--node-rank {node_rank} is not below --nnodes {spans}")
     if rdzv_endpoint and not re.fullmatch(r"[^\s:]+:\d+|\[[0-9a-fA-F:]+\]:\d+", rdzv_endpoint):
         raise SpecError(f"--rdzv-endpoint must be HOST:PORT, got {rdzv_endpoint!r}")
     rdzv = {"endpoint": rdzv_endpoint, "node_rank": node_rank} if rdzv_endpoint else None
@@ -287,8 +366,9 @@ def merge(db: Path | None) -> None:
     """Fold result shards (DB.shards/*.duckdb) into the database; exit 1 if one is left.
 
     A run goes to a shard when another process held the database past GREENBENCH_LOCK_WAIT_S
-    seconds as it finished. Each shard is merged in one transaction and then deleted; merging
-    again adds nothing; a damaged or newer-schema shard is reported and left in place.
+    seconds as it finished, or when a cluster job ran it. Each shard is merged in one
+    transaction and then deleted; merging again adds nothing; a damaged or newer-schema shard
+    is reported and left in place.
     """
     from greenbench.store import merge_shards, shard_dir
 
@@ -301,6 +381,26 @@ def merge(db: Path | None) -> None:
         click.echo(line, err=i >= len(report.merged))
     if report.left:
         sys.exit(1)
+
+
+@main.command()
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@click.option("--wait", is_flag=True, help="wait until every job has ended (progress bar)")
+@click.option(
+    "--poll-s", type=click.FloatRange(min=0.1), default=10.0, show_default=True,
+    help="seconds between looks at the jobs with --wait",
+)  # fmt: skip
+@friendly
+def status(db: Path | None, wait: bool, poll_s: float) -> None:
+    """Cluster submissions of the database: collect the jobs that ended (their shards merged,
+    what a dead job owed stored failed or interrupted with the scheduler's reason) and show
+    every submission's jobs and configurations. Exit 0 when no job is open, 3 while some are."""
+    from rich.console import Console
+
+    from greenbench.cluster.watch import status as show_status
+
+    if show_status(db or default_db(), wait=wait, poll_s=poll_s, console=Console()):
+        sys.exit(3)
 
 
 @main.command()

@@ -225,6 +225,9 @@ class SuiteSpec:
     on_device: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: folders (absolute) put in front of the import path, where the suite's user workloads live
     python_path: tuple[str, ...] = ()
+    #: the suite's ``[cluster]`` table as written: what its jobs ask a cluster's scheduler for
+    #: (checked by `greenbench.cluster.options` when a cluster executor runs the suite)
+    cluster: dict[str, Any] = field(default_factory=dict)
 
 
 # --------------------------------------------------------------------------- parsing values
@@ -429,12 +432,15 @@ def parse_suite(
     data: dict[str, Any], *, name: str, where: str, folder: Path | None = None
 ) -> SuiteSpec:
     """A suite from its TOML table; ``folder`` (the suite file's) anchors ``python_path``."""
-    unknown = set(data) - {"name", "description", "defaults", "entries", "python_path"}
+    unknown = set(data) - {"name", "description", "defaults", "entries", "python_path", "cluster"}
     if unknown:
         raise SpecError(
             f"{where}: unknown top-level key(s) {sorted(unknown)}; expected "
-            "description, defaults, [[entries]], python_path"
+            "description, defaults, [[entries]], python_path, [cluster]"
         )
+    cluster = data.get("cluster", {})
+    if not isinstance(cluster, dict):
+        raise SpecError(f"{where}: [cluster] must be a table (partition, account, time_min, …)")
     python_path = data.get("python_path", [])
     if isinstance(python_path, str):
         python_path = [python_path]
@@ -475,6 +481,7 @@ def parse_suite(
         entries=tuple(entries),
         on_device=_device_tables(defaults, f"{where}: [defaults]"),
         python_path=tuple(str((folder or Path.cwd()) / p) for p in python_path),
+        cluster=dict(cluster),
     )
 
 

@@ -174,11 +174,11 @@ def run_row(
     fingerprint: dict[str, Any],
     carbon: tuple[float, str],
 ) -> dict[str, Any]:
+    """The ``runs`` row a run begins with on this machine: the spec's columns, the kernels
+    that run it, the machine's fingerprint and the region's carbon intensity."""
     from greenbench.models import FAMILIES
-    from greenbench.store import config_key
 
     s = spec.settings
-    layout = spec.layout
     user = is_user_workload(spec.workload)
     kernels = {} if user else FAMILIES[s["model.family"]].kernels_used(s["model.scan"])
     if not simulated.is_simulated(spec):
@@ -192,6 +192,24 @@ def run_row(
     overrides = simulated.row_overrides(spec) if simulated.is_simulated(spec) else {}
     if user:  # the columns a built-in model and data fill, from the workload and its package
         overrides = user_run.row_overrides(spec, fingerprint.get("versions", {}))
+    return spec_columns(spec, run_id) | {
+        "kernels": json.dumps(kernels, sort_keys=True),
+        "device_type": device_type,
+        "carbon_intensity_g_per_kwh": carbon[0],
+        "git_sha": fingerprint.get("git_sha"),
+        "host": fingerprint.get("host"),
+        "hardware": json.dumps(fingerprint.get("hardware", fingerprint), default=str),
+        "versions": json.dumps(fingerprint.get("versions", {}), default=str),
+    } | overrides
+
+
+def spec_columns(spec: RunSpec, run_id: str) -> dict[str, Any]:
+    """The columns of a run's ``runs`` row its spec alone fills (status ``running``, started
+    now): what a cluster's submitter knows of a configuration its job never began."""
+    from greenbench.store import config_key
+
+    s = spec.settings
+    layout = spec.layout
     return {
         "run_id": run_id,
         "suite": spec.suite,
@@ -204,26 +222,19 @@ def run_row(
         "strategy": s["strategy"],
         "layout": layout.text,
         **layout.degrees(),
-        "kernels": json.dumps(kernels, sort_keys=True),
         "rank_cpu_quota": s["emulate.rank_cpu_quota"] == "on",
         "device": s["device"],
-        "device_type": device_type,
         "nproc": s["nproc"],
         "nnodes": s["nnodes"],
         "precision": s["precision"],
         "seq_len": s.get("data.seq_len"),
         "lengths": s.get("data.lengths"),
         "region": s["energy.region"],
-        "carbon_intensity_g_per_kwh": carbon[0],
         "status": "running",
         "label": spec.label,
-        "git_sha": fingerprint.get("git_sha"),
         "started_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
-        "host": fingerprint.get("host"),
-        "hardware": json.dumps(fingerprint.get("hardware", fingerprint), default=str),
-        "versions": json.dumps(fingerprint.get("versions", {}), default=str),
         "simulated": False,
-    } | overrides
+    }
 
 
 class IdlePower:
@@ -267,6 +278,8 @@ def run_specs(
     resume: bool = False,
     force: bool = False,
     devices: int | None = None,
+    run_ids: list[str] | None = None,
+    to_shards: bool = False,
 ) -> RunSummary:
     """Run every spec, storing each as it finishes. ``on_event`` drives progress display.
 
@@ -280,11 +293,18 @@ def run_specs(
     ranks when given) and its estimated memory and time must fit. One configuration that cannot
     is refused (DoesNotFit, exit 2, nothing written), and so is a suite none of whose
     configurations can; otherwise it is stored ``skipped`` with the reason and the others run.
+
+    A cluster job (`greenbench.cluster`) passes the ``run_ids`` its submitter chose, one per
+    spec, and ``to_shards``: every run then goes to a result shard of its own
+    (`greenbench.store.shard_writer`), the database is never opened, and a configuration that
+    cannot fit the node is stored ``skipped`` rather than refused, since nobody is there to
+    read a refusal.
     """
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.hardware.fingerprint import fingerprint as machine_fingerprint
     from greenbench.running.cpu_quota import sweep_stale
     from greenbench.store import Store, config_key, merge_pending, new_run_id
+    from greenbench.store.shard_writer import ShardStore
 
     emit = on_event or (lambda *_: None)
     specs = [resolve_spec(sp) for sp in specs]
@@ -313,20 +333,24 @@ def run_specs(
             or why_it_cannot_fit(spec, trusted_peak(spec, peak[0]))
         ) is not None
     }  # fmt: skip
-    if len(specs) == 1 and refused:
+    if len(specs) == 1 and refused and not to_shards:
         raise DoesNotFit(f"{specs[0].name} {refused[0]} (--force runs it anyway)")
-    if refused and len(refused) == len(specs):
+    if refused and len(refused) == len(specs) and not to_shards:
         raise DoesNotFit(nothing_can_run(list(refused.values())))
     now: dict[str, Any] = {}  # the configuration a wait for the database's lock is for
-    store = Store(  # validates the file and reads every block of it before any run starts
-        db_path,
-        write_wait_s=lock_wait_s(),
-        verify=True,
-        on_wait=lambda waited: emit("wait", now.get("spec"), {"waited_s": waited}),
-    )
-    # shards an earlier run (or a cluster job) left: merged now, one transaction each
-    for line in merge_pending(store, timeout_s=store.lock_timeout_s).lines():
-        emit("note", None, {"message": line})
+    store: Store | ShardStore
+    if to_shards:
+        store = ShardStore(db_path)
+    else:
+        store = Store(  # validates the file and reads every block of it before any run starts
+            db_path,
+            write_wait_s=lock_wait_s(),
+            verify=True,
+            on_wait=lambda waited: emit("wait", now.get("spec"), {"waited_s": waited}),
+        )
+        # shards an earlier run (or a cluster job) left: merged now, one transaction each
+        for line in merge_pending(store, timeout_s=store.lock_timeout_s).lines():
+            emit("note", None, {"message": line})
     fingerprint = machine_fingerprint()
     idle = IdlePower()
     summary = RunSummary()
@@ -338,7 +362,7 @@ def run_specs(
             continue
         carbon = carbon_intensity_g_per_kwh(s["energy.region"])
         peak, peak_source, device_type = peaks[i]
-        run_id = new_run_id()
+        run_id = run_ids[i] if run_ids else new_run_id()
         if i in refused:
             reason = f"cannot fit this machine: {refused[i]} (--force runs it anyway)"
             row = run_row(spec, run_id, device_type, fingerprint, carbon)

@@ -61,20 +61,9 @@ def run_with_progress(
                 return
             progress.advance(task)
             status = info["status"]
-            repeats = info.get("repeats") or []
-            line = escape(f"{status:<11} {info['run_id']}  {spec.name}")
-            if repeats:
-                r = sorted(repeats, key=lambda x: x.tokens_per_s)[len(repeats) // 2]
-                label = energy_label(r.energy_source, r.energy_measured)
-                jpt = (
-                    f"{r.joules_per_token:.3g} J/token{'' if r.energy_measured else f' ({label})'}"
-                    if r.joules_per_token is not None
-                    else "energy unavailable"
-                )
-                mfu = f"MFU {r.mfu:.1%}" if r.mfu is not None else "MFU n/a"
-                line += f"  {r.tokens_per_s:,.0f} tok/s  {jpt}  {mfu}"
-            if info.get("error"):
-                line += f"  [red]{escape(str(info['error']))}[/red]"
+            repeats = sorted(info.get("repeats") or [], key=lambda x: x.tokens_per_s)
+            median = repeats[len(repeats) // 2] if repeats else None
+            line = finished_line(status, info["run_id"], spec.name, median, info.get("error"))
             progress.console.print(line)
             rows.append((spec.name, status, info.get("error")))
 
@@ -92,14 +81,43 @@ def run_with_progress(
             kept = escape(str(db_path))
             console.print(f"[yellow]interrupted[/yellow]: finished runs are kept in {kept}")
             raise SystemExit(130) from None
-    ok = sum(s == "ok" for s in summary.statuses)
-    skipped = sum(s == "skipped" for s in summary.statuses)
+    print_summary(console, rows, db_path)
+    return summary
+
+
+def finished_line(
+    status: str, run_id: str, name: str, median: Any | None, error: str | None
+) -> str:
+    """One finished configuration as rich markup: status, run id, name, and from its median
+    repeat (anything with ``tokens_per_s``, ``joules_per_token``, ``energy_source``,
+    ``energy_measured`` and ``mfu``) its throughput, energy per token and MFU, or its error."""
+    line = escape(f"{status:<11} {run_id}  {name}")
+    if median is not None:
+        r = median
+        label = energy_label(r.energy_source, r.energy_measured)
+        jpt = (
+            f"{r.joules_per_token:.3g} J/token{'' if r.energy_measured else f' ({label})'}"
+            if r.joules_per_token is not None
+            else "energy unavailable"
+        )
+        mfu = f"MFU {r.mfu:.1%}" if r.mfu is not None else "MFU n/a"
+        line += f"  {r.tokens_per_s:,.0f} tok/s  {jpt}  {mfu}"
+    if error:
+        line += f"  [red]{escape(str(error))}[/red]"
+    return line
+
+
+def print_summary(console: Console, rows: list[tuple[str, str, Any]], db_path: Path) -> None:
+    """How many configurations are ok (and skipped), where the results are, and a table of
+    those not ok with their errors; ``rows`` are (name, status, error)."""
+    ok = sum(status == "ok" for _, status, _ in rows)
+    skipped = sum(status == "skipped" for _, status, _ in rows)
     console.print(
-        f"{ok}/{len(summary.statuses)} configurations ok"
+        f"{ok}/{len(rows)} configurations ok"
         + (f", {skipped} skipped (cannot run on this machine)" if skipped else "")
         + f"; results in {escape(str(db_path))}"
     )
-    if any(status != "ok" for status in summary.statuses):
+    if any(status != "ok" for _, status, _ in rows):
         table = Table(title="not ok")
         table.add_column("configuration")
         table.add_column("status")
@@ -108,4 +126,3 @@ def run_with_progress(
             if status != "ok":
                 table.add_row(escape(name), escape(status), escape(str(error or "")))
         console.print(table)
-    return summary

@@ -18,6 +18,7 @@ shard is deleted.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,15 +31,19 @@ from greenbench.store.connection import RUN_TABLES_SQL, DatabaseLocked, _connect
 _ALIAS = "greenbench_shard"
 
 
-def pending_shards(db_path: str | Path) -> list[Path]:
-    """Complete shards waiting to be merged into ``db_path`` (hidden temporaries excluded)."""
+def pending_shards(db_path: str | Path, only: Collection[str] | None = None) -> list[Path]:
+    """Complete shards waiting to be merged into ``db_path`` (hidden temporaries excluded);
+    with ``only``, those of these run ids alone."""
     folder = shard_dir(db_path)
     if not folder.is_dir():
         return []
     return sorted(
         p
         for p in folder.iterdir()
-        if p.name.endswith(writer.SHARD_SUFFIX) and not p.name.startswith(".") and p.is_file()
+        if p.name.endswith(writer.SHARD_SUFFIX)
+        and not p.name.startswith(".")
+        and p.is_file()
+        and (only is None or p.name.removesuffix(writer.SHARD_SUFFIX) in only)
     )
 
 
@@ -59,11 +64,14 @@ class MergeReport:
         return done + [f"left shard {shard} in place: {why}" for shard, why in self.left]
 
 
-def merge_pending(store: writer.Store, *, timeout_s: float) -> MergeReport:
-    """Merge every pending shard of ``store``'s database, one transaction each, deleting each
-    shard once merged; waits ``timeout_s`` for the database's lock, then leaves the rest."""
+def merge_pending(
+    store: writer.Store, *, timeout_s: float, only: Collection[str] | None = None
+) -> MergeReport:
+    """Merge every pending shard of ``store``'s database (with ``only``, those of these run
+    ids), one transaction each, deleting each shard once merged; waits ``timeout_s`` for the
+    database's lock, then leaves the rest."""
     report = MergeReport(store.path)
-    waiting = pending_shards(store.path)
+    waiting = pending_shards(store.path, only)
     for i, shard in enumerate(waiting):
         try:
             run_ids = _merge_one(store, shard, timeout_s)

@@ -1,0 +1,177 @@
+"""submitit, the one way greenbench reaches a scheduler: executors, job handles, job states.
+
+``slurm`` submits job arrays through submitit's ``SlurmExecutor`` (sbatch, sacct, scancel);
+``submitit-local`` runs the same jobs as subprocesses of this machine through submitit's
+``LocalExecutor``, one at a time (jobs sharing one machine would measure each other), which is
+how the cluster path is tested without SLURM. What a job's end means for its runs is said here
+once (``JobEnd``): done, failed or interrupted, with the scheduler's words for why.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from greenbench.cluster.job import RunJob
+from greenbench.cluster.plan import JobShape
+from greenbench.errors import GreenbenchError
+
+#: ``local`` runs in this process (greenbench.running); the others submit jobs through submitit
+EXECUTORS = ("local", "slurm", "submitit-local")
+CLUSTER_EXECUTORS = EXECUTORS[1:]
+
+#: SLURM states of a job that is not over (submitit says UNKNOWN before sacct knows the job)
+LIVE_STATES = frozenset(
+    {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "RESIZING", "SUSPENDED",
+     "REQUEUE_HOLD", "REQUEUE_FED", "SIGNALING", "STAGE_OUT", "UNKNOWN"}
+)  # fmt: skip
+#: states of a job the scheduler stopped before it ended (its runs: interrupted)
+STOPPED_STATES = frozenset({"TIMEOUT", "PREEMPTED", "CANCELLED", "DEADLINE", "INTERRUPTED"})
+DONE_STATES = frozenset({"COMPLETED", "FINISHED"})
+
+
+class ClusterUnavailable(GreenbenchError):
+    """A cluster executor was asked for and what it needs (submitit, sbatch) is missing."""
+
+    exit_code = 2
+
+
+def require_submitit(executor: str) -> ModuleType:
+    """submitit, or one line saying how to install it."""
+    try:
+        import submitit
+    except ImportError:
+        raise ClusterUnavailable(
+            f"--executor {executor} needs submitit, which is not installed: "
+            "pip install 'greenbench[cluster]' (or add --dry-run to see what would be submitted)"
+        ) from None
+    return submitit
+
+
+def require_scheduler(executor: str) -> ModuleType:
+    """What submitting with ``executor`` needs, checked before anything is written."""
+    submitit = require_submitit(executor)
+    if executor == "slurm" and shutil.which("sbatch") is None:
+        raise ClusterUnavailable(
+            "--executor slurm needs SLURM's sbatch, which is not on PATH here: submit from a "
+            "node of the cluster (its login node), or add --dry-run to see what would be submitted"
+        )
+    return submitit
+
+
+def submit_jobs(
+    executor: str,
+    folder: Path,
+    shape: JobShape,
+    slurm: dict[str, Any],
+    payloads: list[dict[str, Any]],
+) -> list[str]:
+    """Submit ``payloads`` (jobs of one array, of ``shape``) and return their job ids: one
+    SLURM job array with the ``slurm`` parameters (`sbatch.slurm_parameters`), or one local
+    subprocess per payload (the caller submits local jobs one at a time)."""
+    submitit = require_scheduler(executor)
+    if executor == "slurm":
+        ex = submitit.SlurmExecutor(folder=folder / "%j")
+        ex.update_parameters(**slurm)
+    else:
+        ex = submitit.LocalExecutor(folder=folder / "%j")
+        ex.update_parameters(
+            timeout_min=shape.time_min,
+            gpus_per_node=shape.gpus_per_node,
+            tasks_per_node=1,
+            nodes=1,
+        )
+    jobs = ex.map_array(RunJob(), payloads)
+    if executor != "slurm":
+        _LOCAL_JOBS.update((str(job.job_id), job) for job in jobs)
+    return [str(job.job_id) for job in jobs]
+
+
+#: local jobs this process started, by id: their state comes from their process
+_LOCAL_JOBS: dict[str, Any] = {}
+
+
+@dataclass(frozen=True, slots=True)
+class JobEnd:
+    """How a job ended: ``status`` for the runs it did not store itself (None: it ended
+    well), and the scheduler's ``reason``."""
+
+    state: str
+    status: str | None
+    reason: str
+
+
+def job_state(executor: str, folder: Path, job_id: str) -> str:
+    """The scheduler's state of a job, in SLURM's words (``FINISHED`` for a local job that
+    exited, ``RUNNING`` while its process lives)."""
+    submitit = require_submitit(executor)
+    if executor == "slurm":
+        job = submitit.SlurmJob(folder=folder / "%j", job_id=job_id)
+        job.watcher.update()
+        return str(job.state).split()[0]  # "CANCELLED by 1234" → CANCELLED
+    return _local_state(job_id)
+
+
+def _local_state(job_id: str) -> str:
+    """A local job's state from its controller process (the job id is its pid): RUNNING while
+    it lives, INTERRUPTED if a signal ended it, else FINISHED."""
+    job = _LOCAL_JOBS.get(job_id)
+    if job is not None:  # started by this process: submitit reads its process
+        return str(job.state)
+    try:
+        os.kill(int(job_id), 0)
+    except (ProcessLookupError, ValueError):
+        return "FINISHED"
+    except PermissionError:
+        pass
+    return "RUNNING"
+
+
+def job_end(executor: str, folder: Path, job_id: str, state: str) -> JobEnd:
+    """What the end of a job means for its runs, from its state and submitit's record of its
+    outcome (the error it raised, or why it left no record)."""
+    from submitit.core import utils
+
+    paths = utils.JobPaths(folder / "%j", job_id=job_id)
+    outcome = None
+    if paths.result_pickle.exists():
+        try:
+            outcome = utils.pickle_load(paths.result_pickle)
+        except Exception:  # a result cut short is no result
+            outcome = None
+    if outcome is not None and outcome[0] == "success" and state in DONE_STATES:
+        return JobEnd(state, None, f"job {job_id} {state}")
+    if outcome is not None and outcome[0] == "error":
+        why = _last_line(str(outcome[1])) or "an error"
+        stopped = state in STOPPED_STATES or "KeyboardInterrupt" in why
+        status = "interrupted" if stopped else "failed"
+        return JobEnd(state, status, f"job {job_id} {state}: {why}")
+    tail = _last_line(_read(paths.stderr))
+    stopped = state in STOPPED_STATES or tail.startswith("KeyboardInterrupt")
+    status = "interrupted" if stopped else "failed"
+    said = f" (last line of its log: {tail})" if tail else ""
+    return JobEnd(state, status, f"job {job_id} {state} without a result{said}")
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return ""
+
+
+def _last_line(text: str) -> str:
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    return lines[-1][:300] if lines else ""
+
+
+def cancel_local(job_id: str) -> None:
+    """Stop a local job this process started, as submitit cancels one (SIGINT to its
+    controller, which passes it to the job: the run in progress is stored interrupted)."""
+    job = _LOCAL_JOBS.get(job_id)
+    if job is not None:
+        job.cancel()

@@ -1,0 +1,256 @@
+"""Watching a submission's jobs: local jobs started in turn, ended jobs collected into the
+database, a progress bar, one line per configuration as its job's runs arrive; and
+`greenbench status`, the same look taken once (or until the end with ``--wait``) over every
+submission a database has open.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from types import SimpleNamespace
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from greenbench.cluster.collect import collect_job, run_statuses
+from greenbench.cluster.executors import LIVE_STATES, job_end, job_state
+from greenbench.cluster.manifest import JobRecord, Manifest, load_manifests
+from greenbench.cluster.submit import submit_planned
+from greenbench.running.progress import finished_line, print_summary
+from greenbench.store import Store, read_frame
+from greenbench.store.views import ok_repeats_sql
+
+#: seconds between looks at local jobs (a SLURM submission uses the options' poll_s)
+LOCAL_POLL_S = 0.5
+_JOB_WORDS = {"planned": "not submitted", "submitted": "open", "collected": "over"}
+_MEDIAN_COLUMNS = ["tokens_per_s", "joules_per_token", "energy_source", "energy_measured", "mfu"]
+
+
+def look(
+    manifest: Manifest,
+    store: Store,
+    *,
+    start_local: bool,
+    on_job: Callable[[JobRecord], None],
+    on_note: Callable[[str], None],
+    stuck: set[int],
+) -> Counter[str]:
+    """One look at every open job of ``manifest``: start the next local job if none runs
+    (``start_local``), collect the jobs that ended (``on_job`` each), and count the others by
+    state. Jobs whose shards could not be merged go in ``stuck`` (``on_note`` says why)."""
+    if start_local and manifest.executor == "submitit-local":
+        running = [j for j in manifest.jobs if j.state == "submitted"]
+        planned = [j for j in manifest.jobs if j.state == "planned"]
+        if not running and planned:
+            submit_planned(manifest, planned[:1])
+    counts: Counter[str] = Counter()
+    for i, job in enumerate(manifest.jobs):
+        if job.state == "planned":
+            counts["waiting its turn" if start_local else "never submitted"] += 1
+            continue
+        if job.state == "collected" or i in stuck or job.job_id is None:
+            continue
+        state = job_state(manifest.executor, manifest.folder, job.job_id)
+        if state in LIVE_STATES:
+            counts[state.lower()] += 1
+            continue
+        problems = collect_job(
+            manifest, job, job_end(manifest.executor, manifest.folder, job.job_id, state), store
+        )
+        if problems:
+            stuck.add(i)
+            for line in problems:
+                on_note(f"job {job.job_id}: {line}")
+            continue
+        on_job(job)
+    return counts
+
+
+def wait_with_progress(manifest: Manifest, *, poll_s: float, console: Console) -> list[tuple]:
+    """Watch ``manifest`` until every job is collected (or stuck), with a progress bar over
+    its configurations; returns (name, status, error) per configuration, for the summary.
+    Ctrl-C: SLURM jobs go on (`greenbench status` collects them later); a local job is
+    stopped and stored interrupted."""
+    store = Store(manifest.db, lock_timeout_s=60.0)
+    rows: list[tuple] = []
+    stuck: set[int] = set()
+    total = sum(len(j.run_ids) for j in manifest.jobs)
+    poll = LOCAL_POLL_S if manifest.executor == "submitit-local" else poll_s
+    with Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
+        task = progress.add_task("submitted", total=total)
+
+        def on_job(job: JobRecord) -> None:
+            for line, row in job_lines(Path(manifest.db), job):
+                progress.console.print(line)
+                rows.append(row)
+            progress.advance(task, len(job.run_ids))
+
+        def on_note(line: str) -> None:
+            progress.console.print(f"[yellow]{escape(line)}[/yellow]")
+
+        try:
+            while True:
+                counts = look(
+                    manifest, store, start_local=True, on_job=on_job, on_note=on_note, stuck=stuck
+                )
+                if not counts:
+                    break
+                progress.update(task, description=describe(counts))
+                time.sleep(poll)
+        except KeyboardInterrupt:
+            stop_local(manifest, store, on_job, on_note, stuck)
+            console.print(
+                f"[yellow]interrupted[/yellow]: {escape(left_running(manifest))}; results so far "
+                f"are in {escape(manifest.db)}"
+            )
+            raise SystemExit(130) from None
+    for i in sorted(stuck):
+        rows += [(name, "not merged", "see the line above") for name in manifest.jobs[i].names]
+    return rows
+
+
+def stop_local(
+    manifest: Manifest,
+    store: Store,
+    on_job: Callable[[JobRecord], None],
+    on_note: Callable[[str], None],
+    stuck: set[int],
+    wait_s: float = 60.0,
+) -> None:
+    """After Ctrl-C: a local job still running is stopped (SIGINT, as submitit cancels) and,
+    once over, collected (its run interrupted); SLURM jobs are left to the scheduler."""
+    if manifest.executor != "submitit-local":
+        return
+    from greenbench.cluster.executors import cancel_local
+
+    for job in manifest.jobs:
+        if job.state == "submitted" and job.job_id:
+            cancel_local(job.job_id)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            counts = look(
+                manifest, store, start_local=False, on_job=on_job, on_note=on_note, stuck=stuck
+            )
+        except KeyboardInterrupt:
+            return
+        if not counts or set(counts) == {"never submitted"}:
+            return
+        time.sleep(LOCAL_POLL_S)
+
+
+def left_running(manifest: Manifest) -> str:
+    open_jobs = [j for j in manifest.jobs if j.state == "submitted"]
+    if manifest.executor == "submitit-local" or not open_jobs:
+        planned = sum(len(j.run_ids) for j in manifest.jobs if j.state == "planned")
+        return f"{planned} configuration(s) not run (--resume runs them)"
+    return (
+        f"{len(open_jobs)} job(s) go on running on the cluster; `greenbench status --db "
+        f"{manifest.db}` collects them"
+    )
+
+
+def describe(counts: Counter[str]) -> str:
+    """The jobs not over yet, by state: e.g. ``jobs: 2 running, 6 pending``."""
+    return "jobs: " + ", ".join(f"{n} {state}" for state, n in counts.most_common())
+
+
+def job_lines(db: Path, job: JobRecord) -> list[tuple[str, tuple]]:
+    """(line, (name, status, error)) per configuration of a collected job, from the database."""
+    from greenbench.store import list_runs
+
+    frame = list_runs(db, limit=None, run_id=list(job.run_ids))
+    rows = {r.run_id: r for r in frame.itertuples()}
+    out = []
+    for run_id, name in zip(job.run_ids, job.names, strict=True):
+        row = rows.get(run_id)
+        status = row.status if row is not None else "missing"
+        error = row.error if row is not None and isinstance(row.error, str) else None
+        median = median_repeat(db, run_id) if status == "ok" else None
+        out.append((finished_line(status, run_id, name, median, error), (name, status, error)))
+    return out
+
+
+def median_repeat(db: Path, run_id: str) -> SimpleNamespace | None:
+    """The run's repeat of median throughput, as `running.progress.finished_line` reads it."""
+    frame = read_frame(db, ok_repeats_sql(_MEDIAN_COLUMNS, "run"), [run_id])
+    if frame.empty:
+        return None
+    frame = frame.sort_values("tokens_per_s").reset_index(drop=True)
+    row = frame.iloc[len(frame) // 2].to_dict()
+    return SimpleNamespace(**{k: (None if v != v else v) for k, v in row.items()})
+
+
+def status(db_path: Path, *, wait: bool, poll_s: float, console: Console) -> int:
+    """`greenbench status`: collect what ended in every submission of ``db_path`` (until the
+    end with ``wait``) and print one line per submission; the number of open jobs is
+    returned (0: nothing left to wait for)."""
+    manifests, problems = load_manifests(db_path)
+    for line in problems:
+        console.print(f"[yellow]{escape(line)}[/yellow]")
+    if not manifests:
+        console.print(f"no cluster submissions for {escape(str(db_path))}")
+        return 0
+    store: Store | None = None
+    open_jobs = 0
+    for manifest in manifests:
+        if manifest.open_jobs and manifest.executor == "slurm" and wait:
+            rows = wait_with_progress(manifest, poll_s=poll_s, console=console)
+            print_summary(console, rows, Path(manifest.db))
+        elif manifest.open_jobs:
+            store = store or Store(db_path, lock_timeout_s=60.0)
+            stuck: set[int] = set()
+
+            def on_job(job: JobRecord) -> None:
+                for line, _ in job_lines(Path(manifest.db), job):  # noqa: B023 - used at once
+                    console.print(line)
+
+            look(
+                manifest,
+                store,
+                start_local=False,
+                on_job=on_job,
+                on_note=lambda line: console.print(f"[yellow]{escape(line)}[/yellow]"),
+                stuck=stuck,
+            )
+        open_jobs += sum(j.state == "submitted" for j in manifest.jobs)
+    console.print(submissions_table(db_path, manifests))
+    return open_jobs
+
+
+def submissions_table(db_path: Path, manifests: list[Manifest]) -> Table:
+    """One row per submission: its executor, its jobs by state, its configurations by status."""
+    table = Table(title=f"cluster submissions of {escape(str(db_path))}")
+    for column in ("submission", "executor", "jobs", "configurations"):
+        table.add_column(column)
+    every = [r for m in manifests for j in m.jobs for r in j.run_ids]
+    stored = run_statuses(Path(db_path), every)
+    for m in manifests:
+        jobs = Counter(
+            "not submitted"
+            if j.state == "planned"
+            else "open"
+            if j.state == "submitted"
+            else "over"
+            for j in m.jobs
+        )
+        runs = Counter(stored.get(r, "not stored") for j in m.jobs for r in j.run_ids)
+        table.add_row(
+            m.submission_id,
+            m.executor,
+            ", ".join(f"{n} {s}" for s, n in sorted(jobs.items())),
+            ", ".join(f"{n} {s}" for s, n in sorted(runs.items())),
+        )
+    return table
