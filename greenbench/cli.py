@@ -399,7 +399,7 @@ def status(db: Path | None, wait: bool, poll_s: float) -> None:
 
     from greenbench.cluster.watch import status as show_status
 
-    if show_status(db or default_db(), wait=wait, poll_s=poll_s, console=Console()):
+    if show_status(db or default_db(), wait=wait, poll_s=poll_s, console=Console(soft_wrap=True)):
         sys.exit(3)
 
 

@@ -270,3 +270,33 @@ def test_newer_damaged_and_inconsistent_shards_are_reported_and_left(tmp_path: P
         with pytest.raises(StoreError, match="no run"):
             get_run(db, run_id)
     assert check_integrity(db) == []
+
+
+def test_a_truncated_and_a_newer_shard_are_refused_and_the_database_is_untouched(
+    tmp_path: Path,
+) -> None:
+    """What a cluster job's shards can go through (a copy cut short, a node running a newer
+    greenbench): one line each, the shards left, the database's file not changed at all."""
+    db = tmp_path / "g.duckdb"
+    store = Store(db)
+    store.begin_run(run_row("0000000000ff"))
+    store.finish_run("0000000000ff", make_outcome())
+    truncated = write_shard(db, run_row("aaaaaaaaaaaa"), outcome=make_outcome())
+    with truncated.open("r+b") as f:
+        f.truncate(truncated.stat().st_size // 3)
+    newer = write_shard(db, run_row("bbbbbbbbbbbb"), outcome=make_outcome())
+    con = duckdb.connect(str(newer))
+    con.execute("INSERT INTO schema_version VALUES (?, now())", [SCHEMA_VERSION + 1])
+    con.close()
+    before = snapshot(db)
+    kept = {p: snapshot(p) for p in (truncated, newer)}
+
+    result = CliRunner().invoke(main, ["merge", "--db", str(db)])
+    assert result.exit_code == 1
+    assert result.stdout == ""
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"left shard {truncated} in place: ") and "damaged" in lines[0]
+    assert lines[1].startswith(f"left shard {newer} in place: ") and "newer" in lines[1]
+    assert snapshot(db) == before
+    assert {p: snapshot(p) for p in kept} == kept

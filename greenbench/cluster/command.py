@@ -34,7 +34,7 @@ def run_on_cluster(
 ) -> int:
     """Run ``specs`` as cluster jobs; the exit status (1 when a configuration did not finish
     ok, as `greenbench run` on one machine)."""
-    console = Console(stderr=True)
+    console = Console(stderr=True, soft_wrap=True)  # long lines stay whole, for logs and grep
     if dry_run:
         if executor != "slurm":
             raise SpecError("--dry-run shows what sbatch would get: use it with --executor slurm")

@@ -9,6 +9,7 @@ once (``JobEnd``): done, failed or interrupted, with the scheduler's words for w
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 from dataclasses import dataclass
@@ -86,6 +87,8 @@ def submit_jobs(
             nodes=1,
         )
     jobs = ex.map_array(RunJob(), payloads)
+    with contextlib.suppress(OSError):  # submitit's staging folder, empty once submitted
+        (folder / "%j").rmdir()
     if executor != "slurm":
         _LOCAL_JOBS.update((str(job.job_id), job) for job in jobs)
     return [str(job.job_id) for job in jobs]

@@ -49,7 +49,8 @@ def sbatch_lines(params: dict[str, Any], jobs: int) -> list[str]:
     """The ``#SBATCH`` lines of ``params`` for an array of ``jobs`` jobs, as submitit writes
     them (its log paths and signal aside)."""
     flags = {k: v for k, v in params.items() if k not in _NOT_FLAGS}
-    flags["array"] = f"0-{jobs - 1}%{min(jobs, params['array_parallelism'])}"
+    if jobs > 1:  # submitit submits a lone job as no array
+        flags["array"] = f"0-{jobs - 1}%{min(jobs, params['array_parallelism'])}"
     return [_flag(key, flags[key]) for key in sorted(flags)]
 
 

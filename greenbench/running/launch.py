@@ -192,15 +192,19 @@ def run_row(
     overrides = simulated.row_overrides(spec) if simulated.is_simulated(spec) else {}
     if user:  # the columns a built-in model and data fill, from the workload and its package
         overrides = user_run.row_overrides(spec, fingerprint.get("versions", {}))
-    return spec_columns(spec, run_id) | {
-        "kernels": json.dumps(kernels, sort_keys=True),
-        "device_type": device_type,
-        "carbon_intensity_g_per_kwh": carbon[0],
-        "git_sha": fingerprint.get("git_sha"),
-        "host": fingerprint.get("host"),
-        "hardware": json.dumps(fingerprint.get("hardware", fingerprint), default=str),
-        "versions": json.dumps(fingerprint.get("versions", {}), default=str),
-    } | overrides
+    return (
+        spec_columns(spec, run_id)
+        | {
+            "kernels": json.dumps(kernels, sort_keys=True),
+            "device_type": device_type,
+            "carbon_intensity_g_per_kwh": carbon[0],
+            "git_sha": fingerprint.get("git_sha"),
+            "host": fingerprint.get("host"),
+            "hardware": json.dumps(fingerprint.get("hardware", fingerprint), default=str),
+            "versions": json.dumps(fingerprint.get("versions", {}), default=str),
+        }
+        | overrides
+    )
 
 
 def spec_columns(spec: RunSpec, run_id: str) -> dict[str, Any]:

@@ -89,9 +89,7 @@ def read_begun(db_path: str | Path, run_id: str) -> dict[str, Any] | None:
     return row
 
 
-def store_unfinished(
-    db_path: str | Path, row: dict[str, Any], status: str, error: str
-) -> Path:
+def store_unfinished(db_path: str | Path, row: dict[str, Any], status: str, error: str) -> Path:
     """Store a run its job did not finish as ``status`` with ``error`` (the scheduler's reason),
     as a shard the next merge folds in; the job's note of it goes."""
     path = write_shard(db_path, row, status=status, error=error)
