@@ -10,6 +10,7 @@ once (``JobEnd``): done, failed or interrupted, with the scheduler's words for w
 from __future__ import annotations
 
 import contextlib
+import io
 import os
 import shutil
 from dataclasses import dataclass
@@ -37,6 +38,13 @@ DONE_STATES = frozenset({"COMPLETED", "FINISHED"})
 
 class ClusterUnavailable(GreenbenchError):
     """A cluster executor was asked for and what it needs (submitit, sbatch) is missing."""
+
+    exit_code = 2
+
+
+class SubmissionRefused(GreenbenchError):
+    """The scheduler refused a submission (sbatch's own words: a partition or account it does
+    not know, a limit the request breaks)."""
 
     exit_code = 2
 
@@ -86,7 +94,12 @@ def submit_jobs(
             tasks_per_node=1,
             nodes=1,
         )
-    jobs = ex.map_array(RunJob(), payloads)
+    try:  # submitit prints sbatch's complaint too: it is kept for our one line instead
+        with contextlib.redirect_stderr(io.StringIO()):
+            jobs = ex.map_array(RunJob(), payloads)
+    except (OSError, RuntimeError) as exc:  # sbatch said no (its stderr is the error's text)
+        said = _last_line(str(exc)) or type(exc).__name__
+        raise SubmissionRefused(f"submitting to {executor} failed: {said}") from None
     with contextlib.suppress(OSError):  # submitit's staging folder, empty once submitted
         (folder / "%j").rmdir()
     if executor != "slurm":
@@ -108,15 +121,21 @@ class JobEnd:
     reason: str
 
 
-def job_state(executor: str, folder: Path, job_id: str) -> str:
-    """The scheduler's state of a job, in SLURM's words (``FINISHED`` for a local job that
-    exited, ``RUNNING`` while its process lives)."""
+def job_states(executor: str, folder: Path, job_ids: list[str]) -> dict[str, str]:
+    """The scheduler's state of each job, in SLURM's words (one ``sacct`` call for them all;
+    a local job: ``RUNNING`` while its process lives, then ``FINISHED`` or ``INTERRUPTED``)."""
+    if executor != "slurm":
+        return {job_id: _local_state(job_id) for job_id in job_ids}
     submitit = require_submitit(executor)
-    if executor == "slurm":
-        job = submitit.SlurmJob(folder=folder / "%j", job_id=job_id)
-        job.watcher.update()
-        return str(job.state).split()[0]  # "CANCELLED by 1234" → CANCELLED
-    return _local_state(job_id)
+    jobs = {job_id: submitit.SlurmJob(folder=folder / "%j", job_id=job_id) for job_id in job_ids}
+    if jobs:
+        submitit.SlurmJob.watcher.update()
+    return {job_id: str(job.state).split()[0] for job_id, job in jobs.items()}  # CANCELLED by 7
+
+
+def job_state(executor: str, folder: Path, job_id: str) -> str:
+    """The scheduler's state of one job (see ``job_states``)."""
+    return job_states(executor, folder, [job_id])[job_id]
 
 
 def _local_state(job_id: str) -> str:

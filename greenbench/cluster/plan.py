@@ -111,6 +111,8 @@ def plan_jobs(specs: list[RunSpec], options: ClusterOptions, *, one_node: bool =
         groups.setdefault(key, []).append(spec)
     if options.nodes is not None or options.gpus_per_node is not None:
         groups = _one_request(groups)
+    if not groups:
+        return Plan([], left_out)
     suite = next((sp.suite for sp in specs if sp.suite), None) or specs[0].workload
     arrays = []
     for (nodes, gpus, cpus), members in groups.items():

@@ -13,18 +13,27 @@ it; the rest, failed, interrupted or never run, are submitted again.
 
 from __future__ import annotations
 
+import contextlib
+import os
+import shutil
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from greenbench.cluster.collect import run_statuses
-from greenbench.cluster.executors import LIVE_STATES, job_state, require_scheduler, submit_jobs
+from greenbench.cluster.executors import (
+    LIVE_STATES,
+    SubmissionRefused,
+    job_state,
+    require_scheduler,
+    submit_jobs,
+)
 from greenbench.cluster.manifest import JobRecord, Manifest, load_manifests, new_manifest
 from greenbench.cluster.options import ClusterOptions
-from greenbench.cluster.plan import JobShape, plan_jobs
+from greenbench.cluster.plan import JobShape, Plan, plan_jobs
 from greenbench.cluster.sbatch import slurm_parameters
-from greenbench.errors import DoesNotFit, SpecError
+from greenbench.errors import DoesNotFit, SpecError, StoreError
 from greenbench.store import Store, config_key
 from greenbench.vocabulary import RunSpec
 
@@ -56,16 +65,14 @@ def submit(
     if not plan.arrays:
         raise DoesNotFit(nothing_fits(plan.left_out))
     require_scheduler(executor)
-    store = Store(db_path, verify=True)  # sound (or new) before any job is paid for
+    check_database(db_path)  # sound (or creatable) before any job is paid for
     if resume:
         specs = not_yet_done(db_path, specs, say)
-        if not specs:
+        plan = plan_jobs(specs, options, one_node=local)
+        if not plan.arrays:
+            store_left_out(db_path, plan, say)
             say("every configuration is stored ok or held by a live job: nothing to submit")
             return None
-        plan = plan_jobs(specs, options, one_node=local)
-    for spec, why in plan.left_out:
-        store_skipped(store, spec, f"does not fit the cluster request: {why}")
-        say(f"skipped {spec.name}: {why}")
     arrays = plan.arrays
     manifest = new_manifest(
         executor, db_path, python_path=list(python_path), force=force, devices=devices
@@ -88,9 +95,45 @@ def submit(
         ]
     manifest.save()
     if not local:  # the scheduler decides what runs when; local jobs wait their turn
-        for array in arrays:
-            submit_planned(manifest, [j for j in manifest.jobs if j.array == array.name])
+        try:
+            for array in arrays:
+                submit_planned(manifest, [j for j in manifest.jobs if j.array == array.name])
+        except SubmissionRefused as exc:
+            if all(job.state == "planned" for job in manifest.jobs):
+                shutil.rmtree(manifest.folder, ignore_errors=True)  # nothing was submitted
+                with contextlib.suppress(OSError):  # nor before: the records' folder goes too
+                    manifest.folder.parent.rmdir()
+                raise
+            raise SubmissionRefused(
+                f"{exc}; the arrays submitted before it go on (`greenbench status`), and "
+                "`--resume` submits the rest"
+            ) from None
+    store_left_out(db_path, plan, say)
     return manifest
+
+
+def check_database(db_path: Path) -> None:
+    """An existing database is read whole and checked (a damaged or foreign file is refused);
+    a new one must be creatable. Nothing is written: a refused submission leaves no file."""
+    if db_path.exists():
+        Store(db_path, verify=True)
+        return
+    parent = db_path.absolute().parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise StoreError(
+            f"cannot create results database {db_path}: {parent} is not a writable directory "
+            "(every node must be able to write its shards beside the database)"
+        )
+
+
+def store_left_out(db_path: Path, plan: Plan, say: Callable[[str], None]) -> None:
+    """Store the configurations the request cannot hold as skipped, with why."""
+    if not plan.left_out:
+        return
+    store = Store(db_path)
+    for spec, why in plan.left_out:
+        store_skipped(store, spec, f"does not fit the cluster request: {why}")
+        say(f"skipped {spec.name}: {why}")
 
 
 def submit_planned(manifest: Manifest, jobs: list[JobRecord]) -> None:

@@ -18,7 +18,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from greenbench.cluster.collect import collect_job, run_statuses
-from greenbench.cluster.executors import LIVE_STATES, job_end, job_state
+from greenbench.cluster.executors import LIVE_STATES, job_end, job_states
 from greenbench.cluster.manifest import JobRecord, Manifest, load_manifests
 from greenbench.cluster.submit import submit_planned
 from greenbench.running.progress import finished_line, print_summary
@@ -49,13 +49,19 @@ def look(
         if not running and planned:
             submit_planned(manifest, planned[:1])
     counts: Counter[str] = Counter()
+    watched = [
+        j.job_id
+        for i, j in enumerate(manifest.jobs)
+        if j.state == "submitted" and i not in stuck and j.job_id is not None
+    ]
+    states = job_states(manifest.executor, manifest.folder, watched)
     for i, job in enumerate(manifest.jobs):
         if job.state == "planned":
             counts["waiting its turn" if start_local else "never submitted"] += 1
             continue
-        if job.state == "collected" or i in stuck or job.job_id is None:
+        if job.job_id not in states:
             continue
-        state = job_state(manifest.executor, manifest.folder, job.job_id)
+        state = states[job.job_id]
         if state in LIVE_STATES:
             counts[state.lower()] += 1
             continue

@@ -74,7 +74,7 @@ def test_submit_then_status_collects_what_the_scheduler_says_ended(
         assert line in script.splitlines(), line
     (manifest,), _ = load_manifests(db)
     assert [j.job_id for j in manifest.jobs] == ["4242_0", "4242_1"]
-    assert list_runs(db, limit=None).empty  # the submitter stored nothing yet
+    assert not db.exists()  # nothing stored yet: the database is made when results arrive
 
     # still queued: nothing collected, exit 3; --resume leaves out what a live job holds
     set_states(slurm, {"4242_0": "PENDING", "4242_1": "RUNNING"})
@@ -118,3 +118,19 @@ def test_submit_then_status_collects_what_the_scheduler_says_ended(
     manifests, _ = load_manifests(db)
     assert [(j.job_id, j.names) for j in manifests[-1].jobs] == [("4242", job1.names)]
     assert json.loads((manifests[-1].folder / "manifest.json").read_text())["executor"] == "slurm"
+
+
+def test_a_submission_sbatch_refuses_is_one_line_and_leaves_nothing(
+    slurm: Path, tmp_path: Path
+) -> None:
+    (slurm / "sbatch").write_text(
+        "#!/bin/sh\necho 'sbatch: error: invalid partition specified: gpux' >&2\nexit 1\n"
+    )
+    db = tmp_path / "g.duckdb"
+    result = run("run", "--workload", "data-parallel", "--executor", "slurm",
+                 "--partition", "gpux", "--db", str(db))  # fmt: skip
+    assert result.exit_code == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: submitting to slurm failed: sbatch: error: invalid partition specified: gpux"
+    ]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["slurm"]  # no database, no records
