@@ -14,14 +14,13 @@ from types import SimpleNamespace
 
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from greenbench.cluster.collect import collect_job, run_statuses
 from greenbench.cluster.executors import LIVE_STATES, job_end, job_states
 from greenbench.cluster.manifest import JobRecord, Manifest, load_manifests
 from greenbench.cluster.submit import submit_planned
-from greenbench.running.progress import finished_line, print_summary
+from greenbench.running.progress import finished_line, print_summary, progress_bar
 from greenbench.store import Store, read_frame
 from greenbench.store.views import ok_repeats_sql
 
@@ -87,14 +86,7 @@ def wait_with_progress(manifest: Manifest, *, poll_s: float, console: Console) -
     stuck: set[int] = set()
     total = sum(len(j.run_ids) for j in manifest.jobs)
     poll = LOCAL_POLL_S if manifest.executor == "submitit-local" else poll_s
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with progress_bar(console) as progress:
         task = progress.add_task("submitted", total=total)
 
         def on_job(job: JobRecord) -> None:

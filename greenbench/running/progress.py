@@ -32,14 +32,7 @@ def run_with_progress(
     console = Console(stderr=True)
     install_interrupt_handlers()
     rows: list[tuple[str, str, Any]] = []
-    with Progress(
-        TextColumn("[bold]{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as progress:
+    with progress_bar(console) as progress:
         task = progress.add_task("starting", total=len(specs))
 
         def on_event(kind: str, spec: RunSpec | None, info: dict[str, Any]) -> None:
@@ -83,6 +76,18 @@ def run_with_progress(
             raise SystemExit(130) from None
     print_summary(console, rows, db_path)
     return summary
+
+
+def progress_bar(console: Console) -> Progress:
+    """The bar long greenbench work shows: what it is at, done of total, time so far."""
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    )
 
 
 def finished_line(
