@@ -16,6 +16,7 @@ scheduler's reason.
 
 from __future__ import annotations
 
+import time
 import zlib
 from pathlib import Path
 from typing import Any
@@ -36,8 +37,8 @@ def rendezvous_port(job_id: str) -> int:
 
 class RunJob:
     """The function a job runs: ``RunJob()(payload)``. ``payload`` holds the database's path,
-    the configurations (``RunSpec.to_dict``), their run ids, the suite's python_path, and the
-    launcher's ``force`` and ``devices``."""
+    the configurations (``RunSpec.to_dict``), their run ids, the suite's python_path, the
+    launcher's ``force`` and ``devices``, and the job's time limit (``time_min``)."""
 
     def __call__(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
         import submitit
@@ -45,6 +46,7 @@ class RunJob:
         from greenbench.running.launch import run_specs
         from greenbench.user.entry import add_python_path
 
+        self.started = time.monotonic()
         add_python_path(payload.get("python_path", []))
         specs = [RunSpec.from_dict(d) for d in payload["specs"]]
         env = submitit.JobEnvironment()
@@ -74,11 +76,23 @@ class RunJob:
         return done
 
     def checkpoint(self, payload: dict[str, Any]) -> Any:
-        """On preemption: requeue the job with the configurations not yet stored in a shard
-        (submitit calls this from its signal handler)."""
+        """submitit calls this from its signal handler when SLURM warns of the job's end. A
+        preempted job is requeued with the configurations not yet stored in a shard; a job at
+        its time limit is not (it would only time out again): None, and its unfinished runs are
+        stored interrupted with the scheduler's TIMEOUT."""
         import submitit
 
+        if self.timed_out(payload.get("time_min")):
+            return None
         return submitit.helpers.DelayedSubmission(self, remaining(payload))
+
+    def timed_out(self, time_min: float | None) -> bool:
+        """Whether the job has used its time (submitit's own rule: past 80 % of the limit, or
+        within ten minutes of it)."""
+        if time_min is None or not hasattr(self, "started"):
+            return False
+        limit_s = time_min * 60
+        return time.monotonic() - self.started >= min(0.8 * limit_s, limit_s - 600)
 
 
 def node_groups(

@@ -180,6 +180,7 @@ def payload(manifest: Manifest, job: JobRecord) -> dict[str, Any]:
         "python_path": manifest.python_path,
         "force": manifest.force,
         "devices": manifest.devices,
+        "time_min": manifest.arrays[job.array]["shape"]["time_min"],
     }
 
 

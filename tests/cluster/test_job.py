@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -30,3 +31,14 @@ def test_a_preempted_job_is_requeued_with_what_is_not_in_a_shard(tmp_path: Path)
     again = RunJob().checkpoint(payload)
     assert isinstance(again, submitit.helpers.DelayedSubmission)
     assert again.args == (left,) and isinstance(again.function, RunJob)
+
+
+def test_a_job_at_its_time_limit_is_not_requeued(tmp_path: Path) -> None:
+    pytest.importorskip("submitit")
+    job = RunJob()
+    payload = {"db": str(tmp_path / "g.duckdb"), "specs": [{}], "run_ids": ["r1"],
+               "time_min": 60}  # fmt: skip
+    job.started = time.monotonic() - 50 * 60  # 50 of 60 minutes used: past submitit's 80 %
+    assert job.checkpoint(payload) is None
+    job.started = time.monotonic() - 5 * 60  # preempted early: requeued
+    assert job.checkpoint(payload) is not None
