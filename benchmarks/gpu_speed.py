@@ -181,11 +181,23 @@ def write_suite(path: Path, plan: Plan, configs: list[Config]) -> Path:
     return path
 
 
+#: (database, configuration) pairs this process has run through the command line: one stored
+#: ok since is what ``--resume`` would skip, so it is not handed to the command again
+_RAN: set[tuple[Path, Config]] = set()
+
+
 def run_configs(db: Path, plan: Plan, configs: list[Config], work: Path) -> None:
     """Run ``configs`` through greenbench's command line into ``db`` (configurations already
-    stored ok with the same settings are kept: ``--resume``)."""
+    stored ok with the same settings are kept: ``--resume``). Those this process ran into
+    ``db`` and found stored ok are left out before the command starts, and when that leaves
+    none, no command starts (--quick's (c) repeats two of (a)'s configurations)."""
+    kept = [c for c in configs if (db, c) in _RAN and lookup(db, c).ok]
+    if kept:
+        print(f"  {len(kept)} configuration(s) stored ok earlier in this run, kept")
+    configs = [c for c in configs if c not in kept]
     if not configs:
         return
+    _RAN.update((db, c) for c in configs)
     suite = write_suite(work / f"gpu-speed-{len(list(work.glob('*.toml')))}.toml", plan, configs)
     cmd = [
         sys.executable, "-m", "greenbench.cli", "run", "--suite", str(suite),

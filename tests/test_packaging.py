@@ -54,6 +54,12 @@ def test_the_wheel_ships_every_suite(wheel: Path):
     assert shipped and shipped <= names
 
 
+#: the smoke suite's every workload, model family and strategy, at one sequence length (its
+#: second length runs the same code from the same wheel), one measured step a window and no
+#: idle sampling: what is tested is whose code runs, and each configuration costs a worker
+SHORT = {"data.seq_len": 128, "train.steps": 1, "train.min_window_s": 0.0, "energy.idle_s": 0.0}
+
+
 def clean_env(home: Path) -> dict[str, str]:
     """This process's environment without what could point Python at the checkout (or keep
     it from writing bytecode, which the test reads as a trace of what the workers imported)."""
@@ -112,14 +118,16 @@ def test_the_installed_wheel_runs_the_smoke_suite_from_any_directory(wheel: Path
     assert not list(worker_pyc.glob("worker.*.pyc"))  # not imported yet (--no-compile)
 
     db = work / "r.duckdb"
+    sets = [a for k, v in SHORT.items() for a in ("--set", f"{k}={v}")]
     run = subprocess.run(
-        [script, "run", "--suite", "smoke", "--device", "cpu", "--repeats", "1", "--db", str(db)],
+        [script, "run", "--suite", "smoke", "--device", "cpu", "--repeats", "1", "--db", str(db),
+         *sets],
         cwd=work,
         env=env,
         capture_output=True,
         text=True,
         timeout=900,
-    )
+    )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
     # the workers (python -m greenbench.running.worker; the launcher never imports that module)
@@ -129,9 +137,12 @@ def test_the_installed_wheel_runs_the_smoke_suite_from_any_directory(wheel: Path
 
     runs = list_runs(db, limit=None)
     expected = spec.expand_suite(
-        spec.load_suite("smoke"), {"device": "cpu", "repeats": 1}, label=None
+        spec.load_suite("smoke"), {"device": "cpu", "repeats": 1, **SHORT}, label=None
     )
     assert len(runs) == len(expected) > 0
+    assert sorted(runs["config_name"]) == sorted(s.name for s in expected)
+    assert {s["model.family"] for s in expected} == {"transformer", "mamba", "mamba2"}
+    assert {s["strategy"] for s in expected} == {"single", "ddp"}
     assert set(runs["status"]) == {"ok"}, runs[["config_name", "status", "error"]]
     assert (runs["suite"] == "smoke").all() and (runs["n_repeats"] == 1).all()
     assert (runs["tokens_per_s_median"] > 0).all()

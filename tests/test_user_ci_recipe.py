@@ -3,12 +3,12 @@
 git repository holding the example user package (``examples/tinylm``).
 
 One repository, three commits: the package; a commit that changes nothing the benchmark runs
-(a note in the README); a commit that plants a slowdown in the model's forward (a second of
-redundant matrix products, so each token costs more time and, under the load-based estimate,
-more joules). Base → the unchanged commit exits 0 (two interleaved rounds); unchanged → slowed
-exits 3, with the verdict in the job summary. Both see 6 or 5 repeats a side, enough for a
-regression to be significant; a 25 % threshold keeps a shared 2-core machine's drift out of it,
-and the planted slowdown is several times larger.
+(a note in the README); a commit that plants a slowdown in the model's forward (a quarter
+second of redundant matrix products, several times the step it slows, so each token costs more
+time and, under the load-based estimate, more joules). Base → the unchanged commit exits 0 (two
+interleaved rounds); unchanged → slowed exits 3, with the verdict in the job summary. Both see
+6 or 5 repeats a side, enough for a regression to be significant; a 25 % threshold keeps a
+shared 2-core machine's drift out of it, and the planted slowdown is several times larger.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "actions" / "energy-check" / "energy-check.sh"
 EXAMPLE = ROOT / "examples" / "tinylm"
-SLOWDOWN = """        end = time.perf_counter() + 1.0  # planted: a second of redundant work
+SLOWDOWN = """        end = time.perf_counter() + 0.25  # planted: redundant work, ~7× the step
         while time.perf_counter() < end:
             torch.tanh(h.detach() @ h.detach().transpose(1, 2))
         return self.head(h)"""

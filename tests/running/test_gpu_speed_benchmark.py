@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import importlib.util
 import re
+import subprocess
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -82,6 +83,37 @@ def test_an_absent_family_is_named_and_skipped(monkeypatch, capsys, tmp_path: Pa
     assert "mamba: not in greenbench.models.FAMILIES here, skipped" in out
     assert "mamba2: not in greenbench.models.FAMILIES here, skipped" in out
     assert re.search(r"transformer/tiny seq=64\s+not run", out)
+
+
+def test_what_this_run_stored_ok_is_not_handed_to_the_command_again(monkeypatch, tmp_path):
+    gs = benchmark()
+    plan = gs.make_plan(quick=True, repeats=None, seq_lens=None)
+    old, new = gs.Config("transformer", "tiny", 64, 4, 4), gs.Config("mamba", "tiny", 64, 4, 4)
+    suites: list[str] = []  # the suite file of each command started
+
+    def command(cmd: list[str], **_: object) -> subprocess.CompletedProcess:
+        suites.append(Path(cmd[cmd.index("--suite") + 1]).read_text())
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    stored: set = set()
+    monkeypatch.setattr(gs.subprocess, "run", command)
+    monkeypatch.setattr(
+        gs, "lookup", lambda db, c: gs.Measured("ok", tokens_per_s=1.0) if c in stored else
+        gs.Measured("failed")
+    )  # fmt: skip
+    db = tmp_path / "r.duckdb"
+    gs.run_configs(db, plan, [old], tmp_path)
+    stored.add(old)
+    gs.run_configs(db, plan, [old, new], tmp_path)  # new failed: handed again below
+    gs.run_configs(db, plan, [old, new], tmp_path)
+    assert len(suites) == 3
+    assert ['"transformer"' in t for t in suites] == [True, False, False]
+    assert all('"mamba"' in t for t in suites[1:])
+    stored.add(new)
+    gs.run_configs(db, plan, [old, new], tmp_path)  # both stored ok by this run: no command
+    assert len(suites) == 3
+    gs.run_configs(tmp_path / "other.duckdb", plan, [old], tmp_path)  # another database
+    assert len(suites) == 4
 
 
 def test_verdicts() -> None:
