@@ -15,6 +15,7 @@ from greenbench.cluster.sbatch import dry_run_text
 from greenbench.cluster.submit import nothing_fits, submit
 from greenbench.cluster.watch import wait_with_progress
 from greenbench.errors import DoesNotFit, SpecError
+from greenbench.running.launch import install_interrupt_handlers
 from greenbench.running.progress import print_summary
 from greenbench.vocabulary import RunSpec
 
@@ -75,6 +76,7 @@ def run_on_cluster(
             "collects their results as they end"
         )
         return 0
+    install_interrupt_handlers()  # SIGTERM as Ctrl-C: a local job stopped and stored
     rows = wait_with_progress(manifest, poll_s=options.poll_s, console=console)
     print_summary(console, rows, db_path)
     return 1 if any(status not in ("ok", "skipped") for _, status, _ in rows) else 0
