@@ -9,6 +9,7 @@ once (``JobEnd``): done, failed or interrupted, with the scheduler's words for w
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import io
 import os
@@ -107,8 +108,10 @@ def submit_jobs(
     return [str(job.job_id) for job in jobs]
 
 
-#: local jobs this process started, by id: their state comes from their process
+#: local jobs this process started, by id: their state comes from their process (let go at
+#: exit, while submitit can still run the jobs' own clean-up)
 _LOCAL_JOBS: dict[str, Any] = {}
+atexit.register(_LOCAL_JOBS.clear)
 
 
 @dataclass(frozen=True, slots=True)
