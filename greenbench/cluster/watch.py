@@ -26,6 +26,7 @@ from greenbench.store.views import ok_repeats_sql
 
 #: seconds between looks at local jobs (a SLURM submission uses the options' poll_s)
 LOCAL_POLL_S = 0.5
+NEVER_SUBMITTED = "never submitted"
 _JOB_WORDS = {"planned": "not submitted", "submitted": "open", "collected": "over"}
 _MEDIAN_COLUMNS = ["tokens_per_s", "joules_per_token", "energy_source", "energy_measured", "mfu"]
 
@@ -39,15 +40,9 @@ def look(
     on_note: Callable[[str], None],
     stuck: set[int],
 ) -> Counter[str]:
-    """One look at every open job of ``manifest``: start the next local job if none runs
-    (``start_local``), collect the jobs that ended (``on_job`` each), and count the others by
+    """One look at every open job of ``manifest``: collect the jobs that ended (``on_job``
+    each), start the next local job if none runs (``start_local``), and count the others by
     state. Jobs whose shards could not be merged go in ``stuck`` (``on_note`` says why)."""
-    if start_local and manifest.executor == "submitit-local":
-        running = [j for j in manifest.jobs if j.state == "submitted"]
-        planned = [j for j in manifest.jobs if j.state == "planned"]
-        if not running and planned:
-            submit_planned(manifest, planned[:1])
-    counts: Counter[str] = Counter()
     watched = [
         j.job_id
         for i, j in enumerate(manifest.jobs)
@@ -55,14 +50,8 @@ def look(
     ]
     states = job_states(manifest.executor, manifest.folder, watched)
     for i, job in enumerate(manifest.jobs):
-        if job.state == "planned":
-            counts["waiting its turn" if start_local else "never submitted"] += 1
-            continue
-        if job.job_id not in states:
-            continue
-        state = states[job.job_id]
-        if state in LIVE_STATES:
-            counts[state.lower()] += 1
+        state = states.get(job.job_id or "")
+        if state is None or state in LIVE_STATES:
             continue
         problems = collect_job(
             manifest, job, job_end(manifest.executor, manifest.folder, job.job_id, state), store
@@ -73,6 +62,19 @@ def look(
                 on_note(f"job {job.job_id}: {line}")
             continue
         on_job(job)
+    starts = start_local and manifest.executor == "submitit-local"
+    open_now = [i for i, j in enumerate(manifest.jobs) if j.state == "submitted" and i not in stuck]
+    planned = [j for j in manifest.jobs if j.state == "planned"]
+    if starts and not open_now and planned:  # the next local job, as soon as the last is over
+        submit_planned(manifest, planned[:1])
+        states[planned[0].job_id] = "RUNNING"
+        open_now = [manifest.jobs.index(planned[0])]
+    counts: Counter[str] = Counter()
+    for job in manifest.jobs:
+        if job.state == "planned":
+            counts["waiting its turn" if starts else NEVER_SUBMITTED] += 1
+    for i in open_now:
+        counts[states.get(manifest.jobs[i].job_id, "UNKNOWN").lower()] += 1
     return counts
 
 
@@ -103,7 +105,7 @@ def wait_with_progress(manifest: Manifest, *, poll_s: float, console: Console) -
                 counts = look(
                     manifest, store, start_local=True, on_job=on_job, on_note=on_note, stuck=stuck
                 )
-                if not counts:
+                if set(counts) <= {NEVER_SUBMITTED}:  # over, or nothing left that can move
                     break
                 progress.update(task, description=describe(counts))
                 time.sleep(poll)
@@ -116,6 +118,9 @@ def wait_with_progress(manifest: Manifest, *, poll_s: float, console: Console) -
             raise SystemExit(130) from None
     for i in sorted(stuck):
         rows += [(name, "not merged", "see the line above") for name in manifest.jobs[i].names]
+    for job in manifest.jobs:
+        if job.state == "planned":
+            rows += [(name, "not submitted", "--resume submits it") for name in job.names]
     return rows
 
 
@@ -144,7 +149,7 @@ def stop_local(
             )
         except KeyboardInterrupt:
             return
-        if not counts or set(counts) == {"never submitted"}:
+        if set(counts) <= {NEVER_SUBMITTED}:
             return
         time.sleep(LOCAL_POLL_S)
 
