@@ -73,5 +73,7 @@ def test_a_two_node_job_stores_one_run_with_both_nodes_ranks(tmp_path: Path) -> 
     merge_shards(db)
     ranks = read_frame(db, "SELECT run_id, count(*) AS n FROM rank_results GROUP BY 1 ORDER BY 1")
     assert ranks.n.tolist() == [1, 2]
+    comm = read_frame(db, "SELECT rank, op FROM comm_records WHERE run_id = '0000000000a2'")
+    assert {(0, "all_reduce"), (1, "all_reduce")} <= set(zip(comm["rank"], comm.op, strict=True))
     nnodes = read_frame(db, "SELECT nnodes FROM runs ORDER BY run_id").nnodes.tolist()
     assert nnodes == [1, 2]
