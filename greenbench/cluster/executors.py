@@ -23,10 +23,6 @@ from greenbench.cluster.job import RunJob
 from greenbench.cluster.plan import JobShape
 from greenbench.errors import GreenbenchError
 
-#: ``local`` runs in this process (greenbench.running); the others submit jobs through submitit
-EXECUTORS = ("local", "slurm", "submitit-local")
-CLUSTER_EXECUTORS = EXECUTORS[1:]
-
 #: SLURM states of a job that is not over (submitit says UNKNOWN before sacct knows the job)
 LIVE_STATES = frozenset(
     {"PENDING", "RUNNING", "REQUEUED", "CONFIGURING", "COMPLETING", "RESIZING", "SUSPENDED",

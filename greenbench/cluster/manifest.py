@@ -20,10 +20,6 @@ from typing import Any
 
 from greenbench.errors import StoreError
 
-#: a job's states in the manifest: planned (not submitted yet: a local job waits its turn),
-#: submitted (the scheduler has it), collected (over, and its runs are in the database)
-JOB_STATES = ("planned", "submitted", "collected")
-
 
 def jobs_dir(db_path: str | Path) -> Path:
     """The folder of a database's cluster submissions: ``<db>.jobs/`` beside it."""
@@ -42,6 +38,8 @@ class JobRecord:
     names: list[str]
     #: [config key of the spec as submitted, label] per configuration, for --resume
     keys: list[list[Any]]
+    #: planned (not submitted yet: a local job waits its turn), submitted (the scheduler has
+    #: it), collected (over, and its runs are in the database)
     state: str = "planned"
     job_id: str | None = None
     #: the scheduler's state and reason once the job is over

@@ -25,7 +25,7 @@ from greenbench.cluster.collect import run_statuses
 from greenbench.cluster.executors import (
     LIVE_STATES,
     SubmissionRefused,
-    job_state,
+    job_states,
     require_scheduler,
     submit_jobs,
 )
@@ -195,12 +195,14 @@ def not_yet_done(db_path: Path, specs: list[RunSpec], say: Callable[[str], None]
     statuses = run_statuses(db_path, [r for _, j in records for r in j.run_ids])
     done: set[Key] = set(finished_configs(db_path))
     live: dict[Key, str] = {}
-    for m, job in records:
-        for run_id, key in zip(job.run_ids, job.keys, strict=True):
-            if statuses.get(run_id) == "ok":
-                done.add((key[0], key[1]))
-        if job.state == "submitted" and job.job_id:
-            state = job_state(m.executor, m.folder, job.job_id)
+    for m in manifests:  # one look at the scheduler per submission
+        open_ids = [j.job_id for j in m.jobs if j.state == "submitted" and j.job_id]
+        states = job_states(m.executor, m.folder, open_ids)
+        for job in m.jobs:
+            for run_id, key in zip(job.run_ids, job.keys, strict=True):
+                if statuses.get(run_id) == "ok":
+                    done.add((key[0], key[1]))
+            state = states.get(job.job_id or "")
             if state in LIVE_STATES:
                 live.update({(k[0], k[1]): f"job {job.job_id} ({state})" for k in job.keys})
     kept = []

@@ -31,6 +31,7 @@ import shutil
 import subprocess
 import sysconfig
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -135,17 +136,20 @@ def _build(compiler: str, flags: tuple[str, ...], directory: Path) -> Path:
 _P, _I = ctypes.c_void_p, ctypes.c_int64
 
 
-def check_scan_shapes(
+def check_scan_inputs(
     u: torch.Tensor,
     delta: torch.Tensor,
     A: torch.Tensor,
     B: torch.Tensor,
     C: torch.Tensor,
-    *,
+    *more: torch.Tensor,
     chunk_size: int,
+    kernel: str,
+    placed: Callable[[torch.Tensor], bool],
 ) -> None:
-    """What a scan kernel reading raw memory needs of its inputs' shapes (ValueError if not):
-    u, delta (T, batch, D), A (D, N), B, C (T, batch, N), chunk_size >= 1."""
+    """What a scan kernel reading raw memory needs of its inputs (ValueError if not): u, delta
+    (T, batch, D), A (D, N), B, C (T, batch, N), chunk_size >= 1; every tensor (``more``
+    too) contiguous float32 where ``placed`` says, else the error says what ``kernel`` takes."""
     if chunk_size < 1:
         raise ValueError(f"selective scan: chunk_size must be >= 1, got {chunk_size}")
     if u.dim() != 3 or A.dim() != 2:
@@ -159,6 +163,9 @@ def check_scan_shapes(
         if tuple(given[name].shape) != tuple(shape):
             got = tuple(given[name].shape)
             raise ValueError(f"selective scan: {name} must be {tuple(shape)}, got {got}")
+    for x in (u, delta, A, B, C, *more):
+        if x.dtype != torch.float32 or not placed(x) or not x.is_contiguous():
+            raise ValueError(f"selective scan: {kernel}, got {x.dtype} on {x.device}")
 
 
 def _check_inputs(
@@ -171,13 +178,11 @@ def _check_inputs(
     chunk_size: int,
 ) -> None:
     """The kernel reads raw memory: refuse what would make it read out of bounds."""
-    check_scan_shapes(u, delta, A, B, C, chunk_size=chunk_size)
-    for x in (u, delta, A, B, C, *more):
-        if x.dtype != torch.float32 or x.device.type != "cpu" or not x.is_contiguous():
-            raise ValueError(
-                "selective scan: the native kernel takes contiguous float32 CPU tensors, got "
-                f"{x.dtype} on {x.device}"
-            )
+    check_scan_inputs(
+        u, delta, A, B, C, *more, chunk_size=chunk_size,
+        kernel="the native kernel takes contiguous float32 CPU tensors",
+        placed=lambda x: x.device.type == "cpu",
+    )  # fmt: skip
 
 
 def _raise_for(status: int) -> None:

@@ -47,7 +47,7 @@ import triton.language as tl
 
 from greenbench.errors import KernelUnavailable
 from greenbench.models.mamba.kernels import triton_interpreter_on
-from greenbench.models.mamba.scan_native import check_scan_shapes
+from greenbench.models.mamba.scan_native import check_scan_inputs
 
 #: channels per program: a power of two (Triton block shapes are)
 BLOCK_D = 32
@@ -205,13 +205,11 @@ def _check(
     chunk_size: int,
 ) -> None:
     """The kernels read raw memory: refuse what would make them read out of bounds."""
-    check_scan_shapes(u, delta, A, B, C, chunk_size=chunk_size)
-    for x in (u, delta, A, B, C, *more):
-        if x.dtype != torch.float32 or x.device != u.device or not x.is_contiguous():
-            raise ValueError(
-                "selective scan: the Triton kernels take contiguous float32 tensors on one "
-                f"device, got {x.dtype} on {x.device}"
-            )
+    check_scan_inputs(
+        u, delta, A, B, C, *more, chunk_size=chunk_size,
+        kernel="the Triton kernels take contiguous float32 tensors on one device",
+        placed=lambda x: x.device == u.device,
+    )  # fmt: skip
 
 
 class TritonKernel:
