@@ -367,7 +367,8 @@ def merge(db: Path | None) -> None:
 
     A run goes to a shard when another process held the database past GREENBENCH_LOCK_WAIT_S
     seconds as it finished, or when a cluster job ran it. Each shard is merged in one
-    transaction and then deleted; merging again adds nothing; a damaged or newer-schema shard
+    transaction and then deleted; merging again adds nothing; a damaged or newer-schema shard,
+    or one that would take a stored run back to a less finished status or drop its results,
     is reported and left in place.
     """
     from greenbench.store import merge_shards, shard_dir
