@@ -14,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -300,3 +301,187 @@ def test_a_truncated_and_a_newer_shard_are_refused_and_the_database_is_untouched
     assert lines[1].startswith(f"left shard {newer} in place: ") and "newer" in lines[1]
     assert snapshot(db) == before
     assert {p: snapshot(p) for p in kept} == kept
+
+
+# --------------------------------------------------------------------------- stale shards
+
+#: a run's state: its status and how many repeats (result rows) it holds
+State = tuple[str, int]
+
+
+def store_state(db: Path, run_id: str, state: State) -> None:
+    """Put ``run_id`` in the database at ``state``, through the launcher's Store."""
+    status, repeats = state
+    store = Store(db)
+    store.begin_run(run_row(run_id))
+    if repeats:
+        store.finish_run(run_id, replace(make_outcome(repeats), status=status))
+    elif status != "running":
+        store.mark_run(run_id, status, f"stored {status}")
+
+
+def shard_state(db: Path, run_id: str, state: State) -> Path:
+    """A real shard of ``run_id`` at ``state``, as ``write_shard`` writes one."""
+    status, repeats = state
+    if repeats:
+        outcome = replace(make_outcome(repeats), status=status)
+        return write_shard(db, run_row(run_id), outcome=outcome)
+    if status == "running":
+        return write_shard(db, run_row(run_id))  # a run begun, never closed
+    return write_shard(db, run_row(run_id), status=status, error=f"shard {status}")
+
+
+def state_of(db: Path, run_id: str) -> State:
+    run = get_run(db, run_id)
+    return run["status"], len(run["results"])
+
+
+@pytest.mark.parametrize(
+    ("stored", "shard"),
+    [
+        (("running", 0), ("ok", 2)),  # finished while another process held the file
+        (("running", 0), ("interrupted", 0)),
+        (("running", 0), ("running", 0)),
+        (("failed", 0), ("ok", 2)),  # collected as failed, then its job's shard arrived
+        (("interrupted", 0), ("ok", 2)),
+        (("failed", 0), ("interrupted", 0)),  # the job's own account of how it ended
+        (("skipped", 0), ("failed", 0)),
+        (("ok", 1), ("ok", 2)),
+        (("ok", 2), ("ok", 2)),  # the same run again
+        (("failed", 2), ("ok", 2)),
+    ],
+)
+def test_a_shard_as_finished_as_the_stored_run_or_more_replaces_it(
+    tmp_path: Path, stored: State, shard: State
+) -> None:
+    db = tmp_path / "g.duckdb"
+    store_state(db, "aaaaaaaaaaaa", stored)
+    path = shard_state(db, "aaaaaaaaaaaa", shard)
+    report = merge_pending(Store(db), timeout_s=5.0)
+    assert report.left == [] and report.merged == [(path, ["aaaaaaaaaaaa"])]
+    assert state_of(db, "aaaaaaaaaaaa") == shard and not path.exists()
+    assert check_integrity(db) == []
+
+
+@pytest.mark.parametrize(
+    ("stored", "shard", "less_finished", "lost"),
+    [
+        (("ok", 2), ("running", 0), True, "0, 1"),  # a leftover of a run collected elsewhere
+        (("ok", 2), ("failed", 0), True, "0, 1"),
+        (("ok", 2), ("interrupted", 0), True, "0, 1"),
+        (("ok", 2), ("skipped", 0), True, "0, 1"),
+        (("failed", 0), ("running", 0), True, None),
+        (("interrupted", 0), ("running", 0), True, None),
+        (("skipped", 0), ("running", 0), True, None),
+        (("ok", 2), ("ok", 1), False, "1"),  # as finished, but with fewer results
+        (("failed", 2), ("interrupted", 0), False, "0, 1"),
+    ],
+)
+def test_a_stale_shard_is_a_conflict_reported_and_left(
+    tmp_path: Path, stored: State, shard: State, less_finished: bool, lost: str | None
+) -> None:
+    db = tmp_path / "g.duckdb"
+    store_state(db, "aaaaaaaaaaaa", stored)
+    path = shard_state(db, "aaaaaaaaaaaa", shard)
+    kept, untouched = snapshot(path), snapshot(db)
+    report = merge_pending(Store(db), timeout_s=5.0)
+    assert report.merged == [] and [s for s, _ in report.left] == [path]
+    (why,) = [why for _, why in report.left]
+    assert "aaaaaaaaaaaa" in why
+    status_line = f"run aaaaaaaaaaaa is stored {stored[0]}, the shard has it {shard[0]}"
+    assert (status_line in why) == less_finished
+    if lost is None:
+        assert "repeat" not in why
+    else:
+        assert f"repeat(s) {lost}" in why
+    assert snapshot(db) == untouched and state_of(db, "aaaaaaaaaaaa") == stored
+    assert pending_shards(db) == [path] and snapshot(path) == kept  # left in place, untouched
+    assert check_integrity(db) == []
+
+
+def test_merge_refuses_a_stale_shard_of_a_stored_run_and_says_what_conflicts(
+    tmp_path: Path,
+) -> None:
+    db = tmp_path / "g.duckdb"
+    store_state(db, "aaaaaaaaaaaa", ("ok", 2))
+    before = counts(db)
+    stale = shard_state(db, "aaaaaaaaaaaa", ("running", 0))
+    good = shard_state(db, "bbbbbbbbbbbb", ("ok", 2))
+    kept = snapshot(stale)
+    for i in range(2):  # and again: the conflict stays until someone deals with the shard
+        result = CliRunner().invoke(main, ["merge", "--db", str(db)])
+        assert result.exit_code == 1
+        assert ("merged shard bbbbbbbbbbbb.duckdb" in result.stdout) == (i == 0)
+        (line,) = result.stderr.strip().splitlines()
+        assert line.startswith(f"left shard {stale} in place: ")
+        assert "run aaaaaaaaaaaa is stored ok, the shard has it running" in line
+        assert "repeat(s) 0, 1" in line
+    assert state_of(db, "aaaaaaaaaaaa") == ("ok", 2)
+    assert state_of(db, "bbbbbbbbbbbb") == ("ok", 2) and not good.exists()
+    assert counts(db)["results"] == before["results"] + 2
+    assert pending_shards(db) == [stale] and snapshot(stale) == kept
+
+
+def test_a_run_collected_as_failed_takes_its_jobs_late_ok_shard(tmp_path: Path) -> None:
+    """The submitter stores a run its job did not finish as failed; the job's shard with the
+    run ok, arriving later (a requeued job, a slow file system), still replaces it."""
+    from greenbench.store.shard_writer import ShardStore, store_unfinished
+
+    db = tmp_path / "g.duckdb"
+    store = Store(db)
+    row = run_row("aaaaaaaaaaaa", host="node-17")
+    store_unfinished(db, row, "failed", "job 7 FAILED without a result")
+    assert [ids for _, ids in merge_pending(store, timeout_s=5.0).merged] == [["aaaaaaaaaaaa"]]
+    assert state_of(db, "aaaaaaaaaaaa") == ("failed", 0)
+    job = ShardStore(db)
+    job.begin_run(row)
+    job.finish_run("aaaaaaaaaaaa", make_outcome())
+    report = merge_pending(store, timeout_s=5.0)
+    assert report.left == [] and [ids for _, ids in report.merged] == [["aaaaaaaaaaaa"]]
+    assert state_of(db, "aaaaaaaaaaaa") == ("ok", 2)
+    assert get_run(db, "aaaaaaaaaaaa")["error"] is None
+
+
+# --------------------------------------------------------------------------- foreign shards
+
+
+@pytest.mark.parametrize(
+    "content",
+    [b"", b"id,energy_j\n1,2.5\n", bytes(range(256)) * 64],
+    ids=["empty", "text", "binary"],
+)
+def test_a_file_that_is_no_duckdb_file_is_named_as_a_shard(tmp_path: Path, content: bytes) -> None:
+    db = tmp_path / "g.duckdb"
+    store_state(db, "aaaaaaaaaaaa", ("ok", 2))
+    before = counts(db)
+    shard_dir(db).mkdir()
+    stray = shard_dir(db) / "X.duckdb"
+    stray.write_bytes(content)
+    kept = snapshot(stray)
+    result = CliRunner().invoke(main, ["merge", "--db", str(db)])
+    assert result.exit_code == 1 and result.stdout == ""
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"left shard {stray} in place: not a DuckDB file")
+    assert "--db" not in line and "database" not in line.split(" in place: ")[1]
+    assert snapshot(stray) == kept and counts(db) == before
+
+
+def test_a_duckdb_file_of_another_kind_is_named_as_a_shard(tmp_path: Path) -> None:
+    db = tmp_path / "g.duckdb"
+    Store(db)
+    shard_dir(db).mkdir()
+    foreign = shard_dir(db) / "X.duckdb"
+    con = duckdb.connect(str(foreign))
+    con.execute("CREATE TABLE invoices (id INTEGER)")
+    con.close()
+    damaged = write_shard(db, run_row("aaaaaaaaaaaa"), outcome=make_outcome())
+    with damaged.open("r+b") as f:
+        f.truncate(damaged.stat().st_size // 2)
+    result = CliRunner().invoke(main, ["merge", "--db", str(db)])
+    assert result.exit_code == 1
+    lines = dict(line.split(" in place: ", 1) for line in result.stderr.strip().splitlines())
+    assert set(lines) == {f"left shard {foreign}", f"left shard {damaged}"}
+    assert "not a greenbench result shard" in lines[f"left shard {foreign}"]
+    assert "invoices" in lines[f"left shard {foreign}"]
+    assert lines[f"left shard {damaged}"].startswith("the shard is damaged")
+    assert not any("--db" in why for why in lines.values())

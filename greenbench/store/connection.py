@@ -26,6 +26,18 @@ class DatabaseLocked(StoreError):
     """Another process held the results database for longer than the caller would wait."""
 
 
+class FileRefused(StoreError):
+    """A file refused as a results database. The message names it as the database; ``kind``
+    (``unreadable``, ``not-duckdb``, ``unopenable``, ``unwritable``, ``foreign``, ``newer``,
+    ``damaged``) and ``reason`` (why, without the path or the advice) let a caller that opens
+    the file as something else, a result shard, say so in its own words."""
+
+    def __init__(self, message: str, *, kind: str, reason: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.reason = reason
+
+
 def _is_lock_error(exc: duckdb.Error) -> bool:
     # another process holds the file (IOException "Could not set lock"), or this process has it
     # open with another configuration (ConnectionException "different configuration")
@@ -38,11 +50,17 @@ def _check_duckdb_file(path: Path) -> None:
         with path.open("rb") as f:
             head = f.read(12)
     except OSError as exc:
-        raise StoreError(f"cannot read results database {path}: {exc.strerror}") from None
+        raise FileRefused(
+            f"cannot read results database {path}: {exc.strerror}",
+            kind="unreadable",
+            reason=str(exc.strerror),
+        ) from None
     if len(head) < 12 or head[8:12] != _DUCKDB_MAGIC:
-        raise StoreError(
+        raise FileRefused(
             f"{path} is not a DuckDB database (so not a greenbench results file); "
-            "pass another --db path"
+            "pass another --db path",
+            kind="not-duckdb",
+            reason="empty" if not head else "no DuckDB header in its first bytes",
         )
 
 
@@ -64,7 +82,11 @@ def _connect(
             return duckdb.connect(str(path), read_only=read_only)
         except duckdb.Error as exc:
             if not _is_lock_error(exc):
-                raise StoreError(f"cannot open results database {path}: {exc}") from None
+                raise FileRefused(
+                    f"cannot open results database {path}: {exc}",
+                    kind="unopenable",
+                    reason=_first_line(exc),
+                ) from None
             if time.monotonic() + delay > deadline:
                 raise DatabaseLocked(
                     f"{path} is locked by another process (is a `greenbench run` writing to it, "
@@ -95,6 +117,10 @@ def _read(
         raise StoreError(f"query on {path} failed: {exc}") from None
     finally:
         con.close()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
 
 
 def read_every_table(con: duckdb.DuckDBPyConnection) -> None:
@@ -129,10 +155,12 @@ def verify_file(
     ``DatabaseLocked``."""
 
     def damaged(exc: duckdb.Error) -> StoreError:
-        reason = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-        return StoreError(
-            f"{path} is damaged (truncated, or a corrupt block: {reason}); refusing to use it, "
-            "the file was left unchanged: restore it from a copy, or pass another --db"
+        reason = f"truncated, or a corrupt block: {_first_line(exc)}"
+        return FileRefused(
+            f"{path} is damaged ({reason}); refusing to use it, "
+            "the file was left unchanged: restore it from a copy, or pass another --db",
+            kind="damaged",
+            reason=reason,
         )
 
     con = _connect(path, read_only=True, timeout_s=read_timeout_s)

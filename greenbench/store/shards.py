@@ -11,9 +11,17 @@ A shard is a greenbench results database (made by the store's own schema and mig
 ``writer.write_shard``), written under a hidden temporary name and renamed when complete, so a
 shard on disk is never half written. Merging takes one transaction per shard and replaces the
 rows of the runs the shard holds, so merging the same shard twice adds nothing; a shard of an
-older schema is migrated like a database, and a damaged shard, a newer one, or one whose rows
-belong to no run in it is reported and left where it is, with nothing of it merged. A merged
-shard is deleted.
+older schema is migrated like a database, and a damaged shard, a newer one, a file that is no
+shard (named as a shard, not as the database), or one whose rows belong to no run in it is
+reported and left where it is, with nothing of it merged. A merged shard is deleted.
+
+A merge never loses what the database holds. A shard replaces a stored run only when it holds
+the run at least as finished (``FINISHED``: running < failed, interrupted, skipped < ok; so a
+run collected as failed takes its job's later ok shard, and a job's own account of how a run
+ended replaces the submitter's) and with every result row (repeat) the database has for it. A
+shard that would take a run back (an ok run to running or failed: a stale copy, a leftover of
+a job collected another way) or drop a result row is a conflict: reported with the run, both
+statuses and the repeats it lacks, and left in place, nothing of it merged.
 """
 
 from __future__ import annotations
@@ -26,9 +34,41 @@ import duckdb
 
 from greenbench.errors import StoreError
 from greenbench.store import writer
-from greenbench.store.connection import RUN_TABLES_SQL, DatabaseLocked, _connect, shard_dir
+from greenbench.store.connection import (
+    RUN_TABLES_SQL,
+    DatabaseLocked,
+    FileRefused,
+    _connect,
+    shard_dir,
+)
 
 _ALIAS = "greenbench_shard"
+
+#: how finished a run of each status is; a merge never takes a run to a less finished status:
+#: running (begun, not closed) < closed without results (failed, interrupted, skipped: whoever
+#: saw the end last has the word, e.g. a job's own shard over the submitter's account of the
+#: scheduler's verdict) < ok (closed with its results)
+FINISHED = {"running": 0, "failed": 1, "interrupted": 1, "skipped": 1, "ok": 2}
+
+#: a shard the store refused, in words naming it as a shard (by ``FileRefused.kind``)
+_SHARD_REFUSED = {
+    "unreadable": "the shard cannot be read ({reason})",
+    "not-duckdb": (
+        "not a DuckDB file ({reason}), so not a shard greenbench wrote: move it out of the "
+        "shard folder, or delete it"
+    ),
+    "unopenable": "DuckDB cannot open the shard ({reason}): restore it from a copy, or delete it",
+    "unwritable": "the shard is not a writable file (merging checks it in place): make it writable",
+    "foreign": (
+        "a DuckDB file but not a greenbench result shard ({reason}): move it out of the shard "
+        "folder"
+    ),
+    "newer": "the shard has {reason}: merge it with a newer greenbench",
+    "damaged": (
+        "the shard is damaged ({reason}); nothing of it merged and the file left unchanged: "
+        "restore it from a copy, or delete it"
+    ),
+}
 
 
 def pending_shards(db_path: str | Path, only: Collection[str] | None = None) -> list[Path]:
@@ -104,6 +144,8 @@ def _merge_one(store: writer.Store, shard: Path, timeout_s: float) -> list[str]:
     """Merge one shard in one transaction; StoreError (nothing merged) if it cannot be."""
     try:  # refuses a foreign, newer or damaged shard; migrates an older one in place
         writer.Store(shard, lock_timeout_s=timeout_s, verify=True, shard_fallback=False)
+    except FileRefused as exc:  # said of the shard, not of the results database
+        raise StoreError(_SHARD_REFUSED[exc.kind].format(reason=exc.reason)) from None
     except StoreError as exc:  # a lock on the shard is the shard's problem, not the database's
         raise StoreError(str(exc)) from None
     con = _connect(store.path, read_only=False, timeout_s=timeout_s, on_wait=store.on_wait)
@@ -125,6 +167,13 @@ def _merge_one(store: writer.Store, shard: Path, timeout_s: float) -> list[str]:
                     raise StoreError(
                         f"{orphans} {table} row(s) belong to no run of the shard; nothing merged"
                     )
+            conflicts = _conflicts(con)
+            if conflicts:
+                raise StoreError(
+                    f"it conflicts with the database, nothing of it merged: {'; '.join(conflicts)}"
+                    " (if the database is right, delete the shard)"
+                )
+            for table in tables:
                 con.execute(f"DELETE FROM {table} WHERE {ours}")
                 con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_ALIAS}.{table}")
             con.commit()
@@ -137,3 +186,33 @@ def _merge_one(store: writer.Store, shard: Path, timeout_s: float) -> list[str]:
     finally:
         con.close()
     return run_ids
+
+
+def _conflicts(con: duckdb.DuckDBPyConnection) -> list[str]:
+    """What merging the attached shard would lose: a stored run it holds less finished (see
+    ``FINISHED``), or result rows (repeats) of a stored run it lacks; one phrase each."""
+    stored = con.execute(
+        f"SELECT d.run_id, d.status, s.status FROM runs AS d JOIN {_ALIAS}.runs AS s "
+        "USING (run_id) ORDER BY 1"
+    ).fetchall()
+    lost = dict(
+        con.execute(
+            f"SELECT d.run_id, list(d.repeat ORDER BY d.repeat) FROM results AS d "
+            f"WHERE d.run_id IN (SELECT run_id FROM {_ALIAS}.runs) AND NOT EXISTS "
+            f"(SELECT 1 FROM {_ALIAS}.results AS s WHERE s.run_id = d.run_id "
+            "AND s.repeat = d.repeat) GROUP BY d.run_id"
+        ).fetchall()
+    )
+    found = []
+    for run_id, ours, theirs in stored:
+        if ours != theirs and FINISHED.get(theirs, -1) < FINISHED.get(ours, len(FINISHED)):
+            found.append(
+                f"run {run_id} is stored {ours}, the shard has it {theirs} (less finished)"
+            )
+        if run_id in lost:
+            repeats = lost[run_id]
+            found.append(
+                f"the shard lacks {len(repeats)} result row(s) of run {run_id} that the "
+                f"database holds (repeat(s) {', '.join(map(str, repeats))})"
+            )
+    return found

@@ -23,6 +23,7 @@ from greenbench.results import RunOutcome
 from greenbench.store.connection import (
     _JSON_COLUMNS,
     DatabaseLocked,
+    FileRefused,
     _check_duckdb_file,
     _connect,
     _read,
@@ -151,7 +152,11 @@ class Store:
                 "writable (DuckDB writes a journal next to the file); pass another --db"
             )
         if self.path.exists() and (self.path.is_dir() or not os.access(self.path, os.W_OK)):
-            raise StoreError(f"{self.path} is not a writable file; pass another --db")
+            raise FileRefused(
+                f"{self.path} is not a writable file; pass another --db",
+                kind="unwritable",
+                reason="not a writable file",
+            )
 
     def _create(self) -> None:
         tmp = self.path.with_name(f".{self.path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
@@ -191,14 +196,22 @@ class Store:
 
         tables, version, runs_desc = _read(self.path, look, self.lock_timeout_s)
         if version is None:
-            raise StoreError(
+            found = f"tables: {', '.join(sorted(tables)) or 'none'}"
+            raise FileRefused(
                 f"{self.path} is a DuckDB database but not a greenbench results database "
-                f"(tables: {', '.join(sorted(tables)) or 'none'}); pass another --db path"
+                f"({found}); pass another --db path",
+                kind="foreign",
+                reason=found,
             )
         if version > SCHEMA_VERSION:
-            raise StoreError(
-                f"{self.path} has schema version {version}, newer than this greenbench "
-                f"understands ({SCHEMA_VERSION}): upgrade greenbench to write to it"
+            newer = (
+                f"schema version {version}, newer than this greenbench understands "
+                f"({SCHEMA_VERSION})"
+            )
+            raise FileRefused(
+                f"{self.path} has {newer}: upgrade greenbench to write to it",
+                kind="newer",
+                reason=newer,
             )
         self._columns = {r[0] for r in runs_desc}
         self._required = {r[0] for r in runs_desc if r[2] == "NO" and r[4] is None}
