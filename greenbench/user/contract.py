@@ -11,9 +11,11 @@ compare, dashboard and reports), so it supplies exactly what greenbench's own wo
   (its tensors and its real tokens), deterministic in (seed, step, rank);
 - ``loss(model, data)``: the mean loss of the batch's tokens (what a training script
   backpropagates);
-- ``flops_per_token``: training FLOPs per token (forward and backward) when the user knows them;
-  otherwise greenbench counts them once with torch's ``FlopCounterMode`` over the first warm-up
-  step, and every stored repeat says which (`FLOPS_GIVEN`, `FLOPS_COUNTED`);
+- ``flops_per_token``: training FLOPs per token (forward and backward) when the user knows them,
+  as a finite number > 0 or a function of the run's settings returning one (a run whose function
+  returns anything else fails, with the value in its stored error); otherwise greenbench counts
+  them once with torch's ``FlopCounterMode`` over the first warm-up step, and every stored repeat
+  says which (`FLOPS_GIVEN`, `FLOPS_COUNTED`);
 - ``strategies``: which of greenbench's strategies it runs under (`USER_STRATEGIES`: one rank,
   DDP replicas, FSDP shards; the others need a model family's own split);
 - ``settings``: its own settings and their defaults, addressed as ``user.NAME`` on the command
@@ -27,6 +29,8 @@ loop's parts, not a plugin framework (STYLE: nanoGPT).
 
 from __future__ import annotations
 
+import math
+import numbers
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -102,10 +106,29 @@ class Workload:
         return {user_key(k): v for k, v in self.settings.items()}
 
     def flops_per_token_for(self, settings: Mapping[str, Any]) -> float | None:
-        """FLOPs per token for a run's own settings (None: count them)."""
+        """FLOPs per token for a run's own settings (None: count them); ``ValueError`` when the
+        workload's function returns anything but a finite number > 0."""
         if callable(self.flops_per_token):
-            return float(self.flops_per_token(settings))
+            value = self.flops_per_token(settings)
+            if not positive_flops(value):
+                raise ValueError(
+                    f"workload {self.name!r}: flops_per_token(settings) returned {value!r} for "
+                    f"settings {dict(settings)}; it must return a finite number > 0 (training "
+                    "FLOPs per token)"
+                )
+            return float(value)
         return None if self.flops_per_token is None else float(self.flops_per_token)
+
+
+def positive_flops(value: Any) -> bool:
+    """Whether ``value`` can be FLOPs per token: a real number (numpy's too; not a bool), finite,
+    > 0."""
+    return (
+        isinstance(value, numbers.Real)
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    )
 
 
 def user_key(name: str) -> str:

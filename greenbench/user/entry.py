@@ -3,8 +3,10 @@ registered under the ``greenbench.workloads`` entry-point group, loaded and chec
 
 Whatever goes wrong is the user's input, so it is one `WorkloadLoadError` (exit 2) whose message
 names the entry point and the problem: a module that does not import, an attribute it lacks, an
-entry point that raises, or one that returns something other than a `Workload`. Nothing is
-written before a workload has loaded.
+entry point that raises, or one that returns something other than a `Workload`. A module or an
+entry point that calls ``sys.exit`` is one too: its exit status is never passed on as
+greenbench's (3 would tell CI "regression"); Ctrl-C still stops greenbench. Nothing is written
+before a workload has loaded.
 
 The module is imported as ``python -m`` would (the current directory on ``sys.path``), so a
 workload in the repository one runs from needs no installation; the worker processes, started
@@ -29,7 +31,13 @@ from pathlib import Path
 from typing import Any
 
 from greenbench.errors import SpecError
-from greenbench.user.contract import SETTING_TYPES, USER_PREFIX, USER_STRATEGIES, Workload
+from greenbench.user.contract import (
+    SETTING_TYPES,
+    USER_PREFIX,
+    USER_STRATEGIES,
+    Workload,
+    positive_flops,
+)
 
 #: the entry-point group packages register their workloads under
 ENTRY_POINT_GROUP = "greenbench.workloads"
@@ -119,6 +127,8 @@ def _load(ref: str, registered_as: str | None) -> LoadedWorkload:
             )
         try:
             target = target()
+        except SystemExit as exc:
+            raise WorkloadLoadError(f"{where} called sys.exit({exc.code!r})") from None
         except Exception as exc:
             raise WorkloadLoadError(f"{where} raised {type(exc).__name__}: {exc}") from None
         if not isinstance(target, Workload):
@@ -154,6 +164,10 @@ def _import(module_name: str, where: str) -> Any:
         raise WorkloadLoadError(
             f"{where}: importing module {module_name!r} failed: {type(exc).__name__}: {exc}"
         ) from None
+    except SystemExit as exc:  # its exit status is not greenbench's (3 would read "regression")
+        raise WorkloadLoadError(
+            f"{where}: importing module {module_name!r} called sys.exit({exc.code!r})"
+        ) from None
     except Exception as exc:
         raise WorkloadLoadError(
             f"{where}: importing module {module_name!r} raised {type(exc).__name__}: {exc}"
@@ -168,12 +182,11 @@ def check(wl: Workload, where: str) -> None:
     if not isinstance(wl.name, str) or not wl.name.strip():
         raise WorkloadLoadError(f"{where}: Workload.name must be a non-empty string")
     fpt = wl.flops_per_token
-    if fpt is not None and not callable(fpt):
-        if isinstance(fpt, bool) or not isinstance(fpt, (int, float)) or not fpt > 0:
-            raise WorkloadLoadError(
-                f"{where}: Workload.flops_per_token must be a positive number, a function of "
-                f"the settings, or None (counted), got {fpt!r}"
-            )
+    if fpt is not None and not callable(fpt) and not positive_flops(fpt):
+        raise WorkloadLoadError(
+            f"{where}: Workload.flops_per_token must be a finite positive number, a function "
+            f"of the settings, or None (counted), got {fpt!r}"
+        )
     strategies = wl.strategies
     if isinstance(strategies, str) or not strategies:
         raise WorkloadLoadError(f"{where}: Workload.strategies must be a tuple of names")
