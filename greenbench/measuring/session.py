@@ -16,12 +16,20 @@ come from the tokens given to ``m.step``; MFU only when FLOPs per token are give
 never guessed.
 
 A block that raises stores nothing from the other ranks (no collective is attempted): rank 0
-stores the run as failed with the error, and the exception goes on.
+stores the run as failed with the error, and the exception goes on. One measure object may be
+used for several ``with`` blocks, one after the other: each block is its own run (its own warm-up,
+its own run id, the same name and label).
+
+A bad argument is a `MeasureArgumentError` (a ``ValueError``, and greenbench's bad input): those
+of ``measure`` when it is called, before anything is measured; those of ``m.step`` (``tokens`` a
+whole number >= 0, ``flops`` a finite number >= 0) at that call, with nothing of that step
+counted.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import os
 import socket
 import sys
@@ -40,6 +48,10 @@ from greenbench.results import RankResult
 from greenbench.user.contract import FLOPS_GIVEN
 
 DB_ENV = "GREENBENCH_DB"
+
+
+class MeasureArgumentError(SpecError, ValueError):
+    """A bad argument to `measure` or to ``m.step``: a ``ValueError`` to the calling script."""
 
 
 def measure(
@@ -61,9 +73,9 @@ def measure(
     ``name`` says what is measured (default: the script's file name) and, with ``settings``
     (the loop's own, e.g. ``{"batch": 32}``), the device and the ranks, makes the
     configuration; ``label`` tags the run for ``greenbench compare`` (e.g. ``base``, ``head``).
-    ``db`` defaults to ``$GREENBENCH_DB`` or ``./greenbench.duckdb``. ``precision`` (auto: fp32
-    on CPU, bf16 on CUDA) picks the peak MFU is relative to. ``idle_s`` > 0 samples idle power
-    first (local rank 0), for net energy.
+    ``db`` defaults to ``$GREENBENCH_DB`` or ``./greenbench.duckdb``. ``precision`` (fp32, bf16,
+    or auto: fp32 on CPU, bf16 on CUDA) picks the peak MFU is relative to. ``idle_s`` > 0
+    samples idle power first (local rank 0), for net energy.
     """
     return Measurement(
         name=check_name(name or Path(sys.argv[0] or "python").name or "python"),
@@ -100,20 +112,47 @@ class Measurement:
         idle_s: float,
     ) -> None:
         from greenbench.energy.carbon import carbon_intensity_g_per_kwh
+        from greenbench.spec import CHOICES, MAX_IDLE_S
 
-        bad = {
-            "warmup_steps must be an int >= 0": isinstance(warmup_steps, bool)
-            or not isinstance(warmup_steps, int)
-            or warmup_steps < 0,
-            "flops_per_token must be > 0": flops_per_token is not None and not flops_per_token > 0,
-            "device must be auto, cpu or cuda": device not in ("auto", "cpu", "cuda"),
-            "idle_s must be >= 0": not idle_s >= 0,
-        }
-        for problem, found in bad.items():
-            if found:
-                raise SpecError(f"greenbench.measure({name!r}): {problem}")
+        def one_of(key: str) -> str:
+            return f"one of {', '.join(CHOICES[key])}"
+
+        checks: list[tuple[str, Any, bool]] = [
+            ("warmup_steps", warmup_steps, "a whole number >= 0", _whole(warmup_steps) is None),
+            (
+                "flops_per_token",
+                flops_per_token,
+                "a finite number > 0, or None",
+                flops_per_token is not None and not _finite(flops_per_token, low=0.0, strict=True),
+            ),
+            ("device", device, one_of("device"), device not in CHOICES["device"]),
+            (
+                "precision",
+                precision,
+                f"{one_of('precision')} (the peak MFU is relative to)",
+                precision not in CHOICES["precision"],
+            ),
+            (
+                "energy_source",
+                energy_source,
+                one_of("energy.source"),
+                energy_source not in CHOICES["energy.source"],
+            ),
+            (
+                "idle_s",
+                idle_s,
+                f"a number of seconds from 0 to {MAX_IDLE_S:g}",
+                not _finite(idle_s, low=0.0) or idle_s > MAX_IDLE_S,
+            ),
+        ]
+        for argument, value, expected, wrong in checks:
+            if wrong:
+                raise MeasureArgumentError(
+                    f"greenbench.measure({name!r}): {argument} must be {expected}, got {value!r}"
+                )
         self.name, self.label, self.db = name, label, db
-        self.warmup_steps, self.flops_per_token = warmup_steps, flops_per_token
+        self.warmup_steps = operator.index(warmup_steps)
+        self.flops_per_token = None if flops_per_token is None else float(flops_per_token)
         self.settings = settings
         if device == "auto":
             device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -129,6 +168,10 @@ class Measurement:
         self.nproc = int(os.environ.get("LOCAL_WORLD_SIZE", self.world))
         self.run_id: str | None = None
         self._meter: Meter | None = None
+        self._start_block()
+
+    def _start_block(self) -> None:
+        """Forget the last block's steps: each ``with`` block is its own run."""
         self._steps = 0
         self._tokens = 0
         self._flops = 0.0
@@ -144,27 +187,54 @@ class Measurement:
     def __enter__(self) -> Measurement:
         from greenbench.energy import select_meter
 
+        if self._meter is not None:
+            raise RuntimeError(
+                f"greenbench.measure({self.name!r}) is already measuring a with-block: blocks "
+                "of one measure object run one after the other, not one inside another"
+            )
         if self.device == "cuda" and not torch.cuda.is_available():
             raise GreenbenchError("greenbench.measure(device='cuda'): torch sees no CUDA device")
+        self._start_block()
+        self.run_id = None
         self._meter = select_meter(
             self.device,
             None if self.energy_source == "auto" else self.energy_source,
             gpu_indices=[self._gpu()] if self.device == "cuda" else [],
             local_rank=self.local_rank,
         )
-        if self.idle_s > 0 and self.local_rank == 0:
-            self._idle_w = self._meter.idle_power_w(self.idle_s)
-        self._sync()
-        self._last = time.perf_counter()
-        if self.warmup_steps == 0:
-            self._open()
+        try:
+            if self.idle_s > 0 and self.local_rank == 0:
+                self._idle_w = self._meter.idle_power_w(self.idle_s)
+            self._sync()
+            self._last = time.perf_counter()
+            if self.warmup_steps == 0:
+                self._open()
+        except BaseException:
+            self._meter.close()
+            self._meter = None
+            raise
         return self
 
     def step(self, tokens: int, *, flops: float | None = None, loss: float | None = None) -> None:
         """One training step ended: ``tokens`` real tokens trained on this rank (``flops``:
-        this step's FLOPs, when known per step instead of per token; ``loss``: its loss)."""
-        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
-            raise SpecError(f"m.step(tokens=...) needs a whole number >= 0, got {tokens!r}")
+        this step's FLOPs, when known per step instead of per token; ``loss``: its loss).
+
+        `MeasureArgumentError` (a ``ValueError``) for tokens that are not a whole number >= 0
+        or FLOPs that are not a finite number >= 0, with nothing of this step counted."""
+        if self._meter is None:
+            raise RuntimeError(
+                f"greenbench.measure({self.name!r}): m.step() outside the with-block; call it "
+                "after each training step inside `with greenbench.measure(...) as m:`"
+            )
+        count = _whole(tokens)
+        if count is None:
+            raise MeasureArgumentError(
+                f"m.step(tokens=...) needs a whole number >= 0, got {tokens!r}"
+            )
+        if flops is not None and not _finite(flops, low=0.0):
+            raise MeasureArgumentError(
+                f"m.step(flops=...) needs a finite number >= 0 (this step's FLOPs), got {flops!r}"
+            )
         self._sync()
         now = time.perf_counter()
         self._steps += 1
@@ -175,11 +245,11 @@ class Measurement:
             return
         self._step_times.append(now - self._last)
         self._last = now
-        self._tokens += tokens
+        self._tokens += count
         if flops is not None:
             self._flops += float(flops)
         elif self.flops_per_token is not None:
-            self._flops += self.flops_per_token * tokens
+            self._flops += self.flops_per_token * count
         if loss is not None:
             self._losses.append(float(loss))
 
@@ -319,3 +389,27 @@ class Measurement:
             return (found[0], found[1]) if found else (None, None)
         threads = max(1, torch.get_num_threads())
         return cpu_peak.cpu_gemm_peak_flops(threads, dtype), cpu_peak.CPU_GEMM_SOURCE
+
+
+def _whole(value: Any) -> int | None:
+    """``value`` as a whole number >= 0 (an int, a numpy integer, a one-element integer tensor),
+    or None where it is not one (a bool, a float, a negative number)."""
+    if isinstance(value, bool):
+        return None
+    try:
+        whole = operator.index(value)
+    except TypeError:
+        return None
+    return whole if whole >= 0 else None
+
+
+def _finite(value: Any, *, low: float, strict: bool = False) -> bool:
+    """Whether ``value`` is a number (a float, an int, a numpy or one-element torch scalar; not a
+    bool nor a string), finite, and >= ``low`` (> where ``strict``)."""
+    if isinstance(value, (bool, str, bytes)):
+        return False
+    try:
+        number = float(value)
+    except (TypeError, ValueError, RuntimeError):  # RuntimeError: a tensor of several elements
+        return False
+    return math.isfinite(number) and (number > low if strict else number >= low)

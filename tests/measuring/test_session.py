@@ -93,3 +93,101 @@ def test_two_torchrun_ranks_store_one_run_with_a_row_each(tmp_path: Path):
     assert ranks[0]["energy_j"] > 0 and ranks[1]["energy_j"] == 0
     (result,) = rows(db, "SELECT tokens, joules_per_token FROM results")
     assert result["tokens"] == 2 * 4 * 2 * 128 and result["joules_per_token"] > 0
+
+
+@pytest.mark.parametrize(
+    ("argument", "bad"),
+    [
+        ("flops", -1e12),
+        ("flops", float("nan")),
+        ("flops", float("inf")),
+        ("flops", "many"),
+        ("tokens", -1),
+        ("tokens", 2.5),
+        ("tokens", float("nan")),
+        ("tokens", True),
+    ],
+)
+def test_a_bad_step_figure_is_a_value_error_naming_it_and_nothing_is_counted(
+    tmp_path: Path, argument: str, bad: object
+):
+    db = tmp_path / "r.duckdb"
+    with greenbench.measure("bad-step", db=db, warmup_steps=0) as m:
+        m.step(tokens=10, flops=1000.0)
+        good = {"tokens": 10, "flops": 1000.0}
+        with pytest.raises(ValueError, match=rf"m\.step\({argument}=") as raised:
+            m.step(**(good | {argument: bad}))
+        assert isinstance(raised.value, SpecError)  # greenbench's bad input too (exit 2)
+        m.step(tokens=10, flops=1000.0)
+    (result,) = rows(db, "SELECT tokens, flops, mfu FROM results")
+    assert result["tokens"] == 20 and result["flops"] == 2000.0 and result["mfu"] > 0
+
+
+def test_integer_like_tokens_and_scalar_flops_are_taken(tmp_path: Path):
+    import numpy as np
+
+    db = tmp_path / "r.duckdb"
+    with greenbench.measure("ints", db=db, warmup_steps=0) as m:
+        m.step(tokens=np.int64(7), flops=np.float32(70.0))
+        m.step(tokens=torch.tensor(5), flops=torch.tensor(50.0))
+    (result,) = rows(db, "SELECT tokens, flops FROM results")
+    assert result["tokens"] == 12 and result["flops"] == 120.0
+
+
+@pytest.mark.parametrize(
+    ("argument", "bad", "problem"),
+    [
+        ("precision", "fp3", "precision must be one of auto, fp32, bf16"),
+        ("flops_per_token", float("inf"), "flops_per_token must be a finite number > 0"),
+        ("flops_per_token", float("nan"), "flops_per_token must be a finite number > 0"),
+        ("flops_per_token", -5.0, "flops_per_token must be a finite number > 0"),
+        ("idle_s", float("inf"), "idle_s must be"),
+        ("energy_source", "rapll", "energy_source must be one of auto, nvml"),
+    ],
+)
+def test_a_bad_argument_is_refused_at_construction(
+    tmp_path: Path, argument: str, bad: object, problem: str
+):
+    db = tmp_path / "r.duckdb"
+    with pytest.raises(ValueError, match=problem):
+        greenbench.measure("x", db=db, **{argument: bad})
+    assert not db.exists()
+
+
+def test_one_measure_object_measures_each_with_block_as_its_own_run(tmp_path: Path):
+    db = tmp_path / "r.duckdb"
+    m = greenbench.measure("again", label="twice", db=db, warmup_steps=1, flops_per_token=10.0)
+    with m:
+        train(3, m, tokens=100)
+    first = m.run_id
+    with m:
+        train(4, m, tokens=50)
+    second = m.run_id
+    assert first and second and first != second
+    runs = rows(db, "SELECT run_id, label, status, config_key FROM runs ORDER BY started_at")
+    assert [(r["run_id"], r["label"], r["status"]) for r in runs] == [
+        (first, "twice", "ok"),
+        (second, "twice", "ok"),
+    ]
+    assert runs[0]["config_key"] == runs[1]["config_key"]  # the same configuration, twice
+    by_run = {
+        r["run_id"]: r for r in rows(db, "SELECT run_id, tokens, flops, step_times_s FROM results")
+    }
+    # each block has its own warm-up step and counts only its own steps
+    assert (by_run[first]["tokens"], by_run[first]["flops"]) == (200, 2000.0)
+    assert (by_run[second]["tokens"], by_run[second]["flops"]) == (150, 1500.0)
+    assert len(json.loads(by_run[second]["step_times_s"])) == 3
+
+
+def test_a_step_outside_the_block_or_a_nested_block_is_refused(tmp_path: Path):
+    db = tmp_path / "r.duckdb"
+    m = greenbench.measure("misuse", db=db, warmup_steps=0)
+    with pytest.raises(RuntimeError, match=r"m\.step\(\) outside"):
+        m.step(tokens=1)
+    with m:
+        m.step(tokens=1)
+        with pytest.raises(RuntimeError, match="already measuring"):
+            m.__enter__()
+        m.step(tokens=1)
+    (result,) = rows(db, "SELECT tokens FROM results")
+    assert result["tokens"] == 2
