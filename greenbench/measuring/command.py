@@ -12,7 +12,9 @@ program writes: its path is in ``$GREENBENCH_TOKENS_FILE`` (or ``--tokens-file``
 one whole number. Without either, tokens are unknown and so are the per-token figures.
 
 A command that cannot start is bad input (one line, exit 2, nothing written); one that exits
-non-zero is stored as failed, without results, and its exit status is passed on.
+non-zero is stored as failed, without results, and its exit status is passed on; one killed by a
+signal is stored as failed with the signal's name and exits as a shell reports it, 128 + the
+signal's number (137 for SIGKILL).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import os
 import resource
 import shlex
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -47,17 +50,20 @@ TOKENS_ENV = "GREENBENCH_TOKENS_FILE"
 class CommandResult:
     """What ``greenbench measure`` did: the command's exit status, the stored run, its figures."""
 
-    exit_code: int
+    exit_code: int  # the command's, or 128 + the signal that killed it
     run_id: str
     seconds: float
     tokens: int | None
     energy_j: float | None
     energy_label: str
     note: str = ""
+    signal: str | None = None  # the name of the signal that killed the command, if one did
 
     def line(self) -> str:
         """One line for the terminal: what was stored, and its whole-process figures."""
         status = "ok" if self.exit_code == 0 else f"failed (exit status {self.exit_code})"
+        if self.signal:
+            status = f"failed (killed by {self.signal}, exit status {self.exit_code})"
         parts = [f"{status}  {self.run_id}  whole process: {self.seconds:.2f} s"]
         if self.energy_j is not None:
             parts.append(f"{self.energy_j:.4g} J ({self.energy_label})")
@@ -171,6 +177,7 @@ def measure_command(
         flops=0.0, loss=math.nan, n_microbatches=1, energy=window,
     )  # fmt: skip
     ok = code == 0
+    exit_code, killed_by, error = exit_status(code)
     run_id = store_run(
         db,
         row,
@@ -180,17 +187,35 @@ def measure_command(
         carbon_g_per_kwh=carbon,
         notes=(PROCESS_NOTE, note),
         status="ok" if ok else "failed",
-        error=None if ok else f"the command exited with status {code}",
+        error=error,
     )
     return CommandResult(
-        exit_code=code,
+        exit_code=exit_code,
         run_id=run_id,
         seconds=seconds,
         tokens=counted,
         energy_j=window.energy_j,
         energy_label=energy_label(window.source, window.measured),
         note=note,
+        signal=killed_by,
     )
+
+
+def exit_status(returncode: int) -> tuple[int, str | None, str | None]:
+    """(exit status to pass on, the killing signal's name, the stored error) of a command whose
+    ``Popen.returncode`` is ``returncode`` (-N: killed by signal N, passed on as 128 + N, as a
+    shell does; a negative status would reach the caller as 256 - N)."""
+    if returncode == 0:
+        return 0, None, None
+    if returncode > 0:
+        return returncode, None, f"the command exited with status {returncode}"
+    number = -returncode
+    try:
+        name = signal.Signals(number).name
+    except ValueError:
+        name = f"signal {number}"
+    status = 128 + number
+    return status, name, f"the command was killed by signal {number} ({name}); exit status {status}"
 
 
 def _device(device: str) -> str:

@@ -70,3 +70,14 @@ def test_a_failing_command_passes_its_status_on_and_a_missing_one_writes_nothing
     assert missing.exit_code == 2
     (line,) = missing.stderr.strip().splitlines()
     assert "no-such-command-here" in line and not other.exists()
+
+
+@pytest.mark.slow
+def test_a_command_killed_by_a_signal_exits_as_a_shell_says(tmp_path: Path):
+    db = tmp_path / "r.duckdb"
+    killed = measure("--db", str(db), "--", "sh", "-c", "kill -9 $$")
+    assert killed.exit_code == 128 + 9, killed.output  # as sh and bash report it
+    assert "killed by SIGKILL" in killed.stderr
+    assert rows(db, "SELECT status, error FROM runs") == [
+        ("failed", "the command was killed by signal 9 (SIGKILL); exit status 137")
+    ]
