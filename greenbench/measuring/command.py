@@ -11,7 +11,8 @@ Tokens, for tokens/s and joules per token, come from ``--tokens N``, or from a s
 program writes: its path is in ``$GREENBENCH_TOKENS_FILE`` (or ``--tokens-file``), and it holds
 one whole number. Without either, tokens are unknown and so are the per-token figures.
 
-A command that cannot start is bad input (one line, exit 2, nothing written); one that exits
+A command that cannot start, or an option out of range (``--idle-s`` from 0 to 60 s, as a
+suite's ``energy.idle_s``), is bad input (one line, exit 2, nothing written); one that exits
 non-zero is stored as failed, without results, and its exit status is passed on; one killed by a
 signal is stored as failed with the signal's name and exits as a shell reports it, 128 + the
 signal's number (137 for SIGKILL).
@@ -107,6 +108,7 @@ def measure_command(
     from greenbench.energy import select_meter
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.hardware.fingerprint import fingerprint
+    from greenbench.spec import MAX_IDLE_S
     from greenbench.store import new_run_id
     from greenbench.vocabulary import energy_label
 
@@ -118,6 +120,10 @@ def measure_command(
         raise SpecError(f"cannot run {argv[0]!r}: no such command or executable file")
     if tokens is not None and tokens_file is not None:
         raise SpecError("give --tokens N or --tokens-file PATH, not both")
+    if not (math.isfinite(idle_s) and 0 <= idle_s <= MAX_IDLE_S):
+        raise SpecError(
+            f"--idle-s must be a number of seconds from 0 to {MAX_IDLE_S:g}, got {idle_s:g}"
+        )
     carbon = carbon_intensity_g_per_kwh(region)[0]
     device = _device(device)
     gpus = _visible_gpus() if device == "cuda" else []

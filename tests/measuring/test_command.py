@@ -81,3 +81,13 @@ def test_a_command_killed_by_a_signal_exits_as_a_shell_says(tmp_path: Path):
     assert rows(db, "SELECT status, error FROM runs") == [
         ("failed", "the command was killed by signal 9 (SIGKILL); exit status 137")
     ]
+
+
+@pytest.mark.parametrize("idle", ["inf", "nan", "61"])
+def test_an_idle_time_that_is_no_finite_bounded_number_is_one_line_exit_2(tmp_path: Path, idle):
+    db = tmp_path / "r.duckdb"
+    result = measure("--idle-s", idle, "--db", str(db), "--", sys.executable, "-c", "pass")
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.strip().splitlines()
+    assert "--idle-s" in line and idle in line, line
+    assert not db.exists()
