@@ -18,10 +18,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 from greenbench.errors import WorkerFailed
 from greenbench.processes import die_with_parent
@@ -240,8 +243,10 @@ def tail_of(path: Path, lines: int = TAIL_LINES) -> str | None:
     return "\n".join(kept) or None
 
 
-def kill_group(proc: subprocess.Popen) -> None:
-    """Stop the child and everything it started (they share its process group)."""
+def kill_group(proc: subprocess.Popen, *, settle_s: float = 10.0) -> None:
+    """Stop the child and everything it started (they share its process group): SIGTERM, then
+    SIGKILL for what is left, then wait (up to ``settle_s``) until the group is gone, so no rank
+    outlives this call on a busy machine, where a killed process may take a while to end."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
@@ -251,10 +256,27 @@ def kill_group(proc: subprocess.Popen) -> None:
             proc.wait(timeout=5.0)
         except subprocess.TimeoutExpired:
             continue
-        try:  # the leader is gone; wait until no member of its group is left
-            os.killpg(proc.pid, 0)
-        except (ProcessLookupError, PermissionError):
+        if not _group_alive(proc.pid):
             return
+    deadline = time.monotonic() + settle_s
+    while _group_alive(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether process group ``pgid`` has a live member left (zombies waiting for a parent that
+    is not ours to reap do not count)."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return False
+    for p in psutil.process_iter(["status"]):
+        try:
+            if os.getpgid(p.pid) == pgid and p.info["status"] != psutil.STATUS_ZOMBIE:
+                return True
+        except (ProcessLookupError, PermissionError, psutil.Error):
+            continue
+    return False
 
 
 def signal_name(code: int) -> str:

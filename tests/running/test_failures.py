@@ -6,6 +6,7 @@ Every test runs real worker processes (one rank, or two gloo ranks through torch
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -78,18 +79,28 @@ def test_crash_hang_kill_oom_each_fail_alone(tmp_path):
     assert descendants() == []
 
 
-def wait_for_ok_run(db: Path, proc: subprocess.Popen, timeout_s: float = 120) -> None:
+def wait_for(what: str, proc: subprocess.Popen, check, timeout_s: float = 300) -> None:
+    """Poll ``check()`` until true while the launcher lives; generous, as a busy machine may take
+    minutes to start a rank (each imports torch)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()
-        if db.exists():
-            try:
-                if (runs(db).status == "ok").any():
-                    return
-            except Exception:  # the launcher may hold the write lock for a moment
-                pass
+        try:
+            if check():
+                return
+        except Exception:  # the launcher may hold the write lock for a moment
+            pass
         time.sleep(0.5)
-    raise AssertionError("no run finished in time")
+    raise AssertionError(f"{what}: not in {timeout_s:.0f} s")
+
+
+def wait_for_hanging_run(db: Path, proc: subprocess.Popen, tmp: Path) -> None:
+    """Until the first configuration is ok and the second (which hangs) has its rank started."""
+    wait_for(
+        "the first run ok and the second running",
+        proc,
+        lambda: db.exists() and list(runs(db).status) == ["ok", "running"] and orphans(tmp),
+    )
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
@@ -98,19 +109,18 @@ def test_interrupt_keeps_finished_runs_and_resume_finishes(tmp_path, sig):
     # the second configuration (seq 48) hangs on its first measured step
     suite = tmp_path / "s.toml"
     write_suite(suite, hang_second=True)
-    proc = launch(suite, db)
-    wait_for_ok_run(db, proc)
-    time.sleep(3)  # the hanging configuration has started
+    proc = launch(suite, db, tmp=tmp_path)
+    wait_for_hanging_run(db, proc, tmp_path)
     proc.send_signal(sig)
-    proc.communicate(timeout=60)
+    proc.communicate(timeout=120)
     assert proc.returncode != 0
     assert list(runs(db).status) == ["ok", "interrupted"]
     assert check_integrity(db) == []
-    assert orphans(suite) == []
+    assert orphans(tmp_path) == []  # the launcher waits for its ranks before it exits
     # --resume runs only what did not finish
     write_suite(suite, hang_second=False)
-    proc = launch(suite, db, "--resume")
-    _, err = proc.communicate(timeout=180)
+    proc = launch(suite, db, "--resume", tmp=tmp_path)
+    _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert "skipped" in err
     assert list(runs(db).status) == ["ok", "interrupted", "ok"]
@@ -120,26 +130,28 @@ def test_sigkill_of_launcher_leaves_a_readable_database_and_no_orphans(tmp_path)
     db = tmp_path / "r.duckdb"
     suite = tmp_path / "s.toml"
     write_suite(suite, hang_second=True)
-    proc = launch(suite, db)
-    wait_for_ok_run(db, proc)
-    time.sleep(3)
+    proc = launch(suite, db, tmp=tmp_path)
+    wait_for_hanging_run(db, proc, tmp_path)
     proc.kill()  # SIGKILL to the launcher alone: its children must follow it
     proc.communicate(timeout=30)
     frame = runs(db)
     assert frame.status.iloc[0] == "ok"
     assert frame.status.iloc[1] != "ok"  # 'running': visibly not ok
     assert check_integrity(db) == []
-    deadline = time.monotonic() + 15
-    while time.monotonic() < deadline and orphans(suite):
+    # the ranks see their launcher gone and end; on a busy machine that may take a while
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and orphans(tmp_path):
         time.sleep(0.5)
-    assert orphans(suite) == []
+    assert orphans(tmp_path) == []
 
 
-def orphans(suite: Path) -> list[int]:
+def orphans(tmp: Path) -> list[int]:
+    """Worker processes whose working folder lies under ``tmp`` (the TMPDIR this test gave its
+    launcher), so ranks of other processes on the machine are never counted."""
     found = []
     for p in psutil.process_iter(["pid", "cmdline"]):
         cmd = " ".join(p.info["cmdline"] or [])
-        if "greenbench.running.worker" in cmd and "greenbench-" in cmd:
+        if "greenbench.running.worker" in cmd and f"{tmp}{os.sep}greenbench-" in cmd:
             found.append(p.info["pid"])
     return found
 
@@ -172,7 +184,10 @@ def _no_launcher_survives_its_test():
             proc.communicate()
 
 
-def launch(suite: Path, db: Path, *extra: str) -> subprocess.Popen:
+def launch(suite: Path, db: Path, *extra: str, tmp: Path | None = None) -> subprocess.Popen:
+    """``greenbench run --suite SUITE`` as a background job; with ``tmp``, its working folders
+    (and so its ranks' command lines) lie there."""
+    env = {**os.environ, "TMPDIR": str(tmp)} if tmp is not None else None
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -190,28 +205,27 @@ def launch(suite: Path, db: Path, *extra: str) -> subprocess.Popen:
         text=True,
         start_new_session=True,
         preexec_fn=_as_a_background_job,
+        env=env,
     )
     _LAUNCHED.append(proc)
     return proc
 
 
 def test_the_next_launcher_sweeps_a_killed_launchers_working_folder(tmp_path):
-    import tempfile
 
     from greenbench.running.execute import TEMP_PREFIX
 
     db = tmp_path / "r.duckdb"
     suite = tmp_path / "s.toml"
     write_suite(suite, hang_second=True)
-    proc = launch(suite, db)
-    wait_for_ok_run(db, proc)
-    time.sleep(3)  # the hanging configuration has its working folder
-    left = list(Path(tempfile.gettempdir()).glob(f"{TEMP_PREFIX}{proc.pid}-*"))
+    proc = launch(suite, db, tmp=tmp_path)
+    wait_for_hanging_run(db, proc, tmp_path)  # the hanging configuration has its working folder
+    left = list(tmp_path.glob(f"{TEMP_PREFIX}{proc.pid}-*"))
     assert left, "the running configuration has no working folder"
     proc.kill()
     proc.communicate(timeout=30)
     assert all(p.exists() for p in left)  # a SIGKILLed launcher cannot clean up
     write_suite(suite, hang_second=False)
-    proc = launch(suite, db, "--resume")
-    proc.communicate(timeout=180)
+    proc = launch(suite, db, "--resume", tmp=tmp_path)
+    proc.communicate(timeout=300)
     assert not any(p.exists() for p in left)

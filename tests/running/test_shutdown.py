@@ -6,6 +6,7 @@ Real worker processes (two gloo ranks through torchrun), as in test_failures.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import helpers
@@ -37,7 +38,7 @@ def test_a_rank_that_crashes_at_exit_keeps_the_gathered_result(tmp_path: Path) -
     run = only_run(db)
     assert run["status"] == "ok" and len(run["results"]) == 1
     assert {r["rank"] for r in run["rank_results"]} == {0, 1}
-    (warning,) = run["warnings"]
+    (warning,) = helpers.beside_contention(run["warnings"])  # on a busy machine also `contended`
     assert warning.startswith("rank 1: killed by SIGABRT") and "kept" in warning
     assert Path(run["log_path"], "worker.log").exists()
     assert check_integrity(db) == []
@@ -87,5 +88,7 @@ def test_soak_fsdp_longalign_finishes_every_time(tmp_path: Path) -> None:
     summary = run_specs([spec] * SOAK_RUNS, db)
     frame = read_frame(db, "SELECT status, error, warnings FROM runs")
     assert summary.statuses == ["ok"] * SOAK_RUNS, frame.to_dict("records")
-    # no rank crashed at exit either (that would keep the result, with a warning)
-    assert frame.warnings.isna().all(), frame.to_dict("records")
+    # no rank crashed at exit either (that would keep the result, with a warning); on a busy
+    # machine a run may rightly be stored contended, which says nothing of its ranks' end
+    stored = [json.loads(w) if isinstance(w, str) else None for w in frame.warnings]
+    assert not any(helpers.beside_contention(w) for w in stored), frame.to_dict("records")
