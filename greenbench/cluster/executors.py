@@ -3,8 +3,11 @@
 ``slurm`` submits job arrays through submitit's ``SlurmExecutor`` (sbatch, sacct, scancel);
 ``submitit-local`` runs the same jobs as subprocesses of this machine through submitit's
 ``LocalExecutor``, one at a time (jobs sharing one machine would measure each other), which is
-how the cluster path is tested without SLURM. What a job's end means for its runs is said here
-once (``JobEnd``): done, failed or interrupted, with the scheduler's words for why.
+how the cluster path is tested without SLURM; a local job's controller (submitit's process
+between greenbench and the job) runs in a session of its own, its output in the job's folder,
+and stopping a local job signals the job itself (``cancel_local``). What a job's end means for
+its runs is said here once (``JobEnd``): done, failed or interrupted, with the scheduler's words
+for why.
 """
 
 from __future__ import annotations
@@ -14,10 +17,16 @@ import contextlib
 import io
 import os
 import shutil
+import signal
+import subprocess
+import sys
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import psutil
 
 from greenbench.cluster.job import RunJob
 from greenbench.cluster.plan import JobShape
@@ -84,7 +93,7 @@ def submit_jobs(
         ex = submitit.SlurmExecutor(folder=folder / "%j")
         ex.update_parameters(**slurm)
     else:
-        ex = submitit.LocalExecutor(folder=folder / "%j")
+        ex = _local_executor(submitit)(folder=folder / "%j")
         ex.update_parameters(
             timeout_min=shape.time_min,
             gpus_per_node=shape.gpus_per_node,
@@ -102,6 +111,62 @@ def submit_jobs(
     if executor != "slurm":
         _LOCAL_JOBS.update((str(job.job_id), job) for job in jobs)
     return [str(job.job_id) for job in jobs]
+
+
+def _local_executor(submitit: ModuleType) -> type:
+    """submitit's ``LocalExecutor``, its jobs' controllers started by ``start_controller``."""
+
+    class LocalExecutor(submitit.LocalExecutor):
+        def _submit_command(self, command: str) -> Any:
+            return start_controller(self, command)
+
+    return LocalExecutor
+
+
+def start_controller(executor: Any, command: str) -> Any:
+    """Start a local job's controller as submitit's ``start_controller`` does (the same
+    environment; the process that starts the job, passes signals on to it and ends with it),
+    with two differences. It runs in a session of its own: a terminal's Ctrl-C reaches
+    greenbench alone, which stops the job as for SIGTERM (``cancel_local``), rather than both
+    the controller and the job, the controller then SIGKILLing the job a second later. Its
+    output goes to ``<job id>/<job id>_controller.log`` in the job's folder: a controller
+    stopped as submitit cancels prints a traceback, which belongs there, not on the terminal."""
+    from submitit.core import utils
+    from submitit.local.local import LocalJob
+
+    params = executor.parameters
+    ntasks = params.get("tasks_per_node", 1)
+    env = os.environ | {
+        "SUBMITIT_LOCAL_NTASKS": str(ntasks),
+        "SUBMITIT_LOCAL_COMMAND": command,
+        "SUBMITIT_LOCAL_TIMEOUT_S": str(int(60 * params.get("timeout_min", 2.0))),
+        "SUBMITIT_LOCAL_SIGNAL_DELAY_S": str(int(params.get("signal_delay_s", 30))),
+        "SUBMITIT_LOCAL_NODEID": "0",
+        "SUBMITIT_LOCAL_JOB_NUM_NODES": "1",
+        "SUBMITIT_STDERR_TO_STDOUT": "",
+        "SUBMITIT_EXECUTOR": "local",
+        "CUDA_VISIBLE_DEVICES": ",".join(map(str, range(params.get("gpus_per_node", 0)))),
+        "SUBMITIT_LOCAL_WITH_SHELL": "",
+    }
+    staging = utils.JobPaths.get_first_id_independent_folder(executor.folder)
+    staging.mkdir(parents=True, exist_ok=True)
+    log = staging / f".controller-{uuid.uuid4().hex}.log"
+    with log.open("ab") as out:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "submitit.local._local", str(executor.folder)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    job_id = str(process.pid)
+    job_folder = utils.JobPaths(executor.folder, job_id=job_id).folder
+    job_folder.mkdir(parents=True, exist_ok=True)
+    log.rename(job_folder / f"{job_id}_controller.log")
+    return LocalJob(
+        folder=executor.folder, job_id=job_id, process=process, tasks=list(range(ntasks))
+    )
 
 
 #: local jobs this process started, by id: their state comes from their process (let go at
@@ -190,9 +255,23 @@ def _last_line(text: str) -> str:
     return lines[-1][:300] if lines else ""
 
 
-def cancel_local(job_id: str) -> None:
-    """Stop a local job this process started, as submitit cancels one (SIGINT to its
-    controller, which passes it to the job: the run in progress is stored interrupted)."""
+def cancel_local(job_id: str, *, hard: bool = False) -> None:
+    """Stop a local job this process started: SIGINT to the job's own process, whose launcher
+    stores the run in progress interrupted, stops its ranks (and puts back a GPU power limit)
+    and ends, its controller with it. ``hard``, or when the job has no process yet: as
+    submitit cancels, SIGINT to the controller, which passes it on and SIGKILLs the job a
+    second later (too soon for a job still stopping its ranks: a last resort)."""
     job = _LOCAL_JOBS.get(job_id)
-    if job is not None:
-        job.cancel()
+    if job is None or str(job.state) != "RUNNING":
+        return
+    if not hard:
+        try:
+            tasks = psutil.Process(int(job_id)).children()
+        except psutil.Error:
+            tasks = []
+        for task in tasks:
+            with contextlib.suppress(psutil.Error):
+                task.send_signal(signal.SIGINT)
+        if tasks:
+            return
+    job.cancel()

@@ -132,26 +132,32 @@ def stop_local(
     stuck: set[int],
     wait_s: float = 60.0,
 ) -> None:
-    """After Ctrl-C: a local job still running is stopped (SIGINT, as submitit cancels) and,
-    once over, collected (its run interrupted); SLURM jobs are left to the scheduler."""
+    """After Ctrl-C: a local job still running is stopped (SIGINT to the job, which stores its
+    run interrupted and ends) and, once over, collected; SLURM jobs are left to the scheduler.
+    A second Ctrl-C, or a job not over in ``wait_s``, stops it as submitit cancels (its
+    controller SIGKILLs it a second later); `greenbench status` collects it then."""
     if manifest.executor != "submitit-local":
         return
     from greenbench.cluster.executors import cancel_local
 
-    for job in manifest.jobs:
-        if job.state == "submitted" and job.job_id:
-            cancel_local(job.job_id)
+    def cancel(*, hard: bool) -> None:
+        for job in manifest.jobs:
+            if job.state == "submitted" and job.job_id:
+                cancel_local(job.job_id, hard=hard)
+
+    cancel(hard=False)
     deadline = time.monotonic() + wait_s
-    while time.monotonic() < deadline:
-        try:
+    try:
+        while time.monotonic() < deadline:
             counts = look(
                 manifest, store, start_local=False, on_job=on_job, on_note=on_note, stuck=stuck
             )
-        except KeyboardInterrupt:
-            return
-        if set(counts) <= {NEVER_SUBMITTED}:
-            return
-        time.sleep(LOCAL_POLL_S)
+            if set(counts) <= {NEVER_SUBMITTED}:
+                return
+            time.sleep(LOCAL_POLL_S)
+    except KeyboardInterrupt:
+        pass
+    cancel(hard=True)
 
 
 def left_running(manifest: Manifest) -> str:

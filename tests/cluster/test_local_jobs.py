@@ -155,3 +155,66 @@ def test_a_killed_job_is_stored_failed_and_resume_reruns_it_alone(tmp_path: Path
     assert sorted(seq48.status) == ["failed", "ok"]
     assert (runs.config_name.str.contains("seq=32")).sum() == 1  # not run again
     assert pending_shards(db) == []
+
+
+ONE_LONG = """
+description = "one configuration long enough to be stopped"
+[defaults]
+{defaults}
+[[entries]]
+workload = "transformer-vs-mamba"
+set = {{ "model.family" = "transformer", "train.steps" = 100000, "train.max_steps" = 100000 }}
+"""
+
+
+def wait_for_worker(db: Path, proc: subprocess.Popen, timeout_s: float) -> str:
+    """The id of the running local job once its run's worker process has started."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()
+        manifests, _ = load_manifests(db)
+        jobs = [j for m in manifests for j in m.jobs if j.state == "submitted"]
+        try:
+            tree = psutil.Process(int(jobs[0].job_id)).children(recursive=True) if jobs else []
+            if any("greenbench.running.worker" in p.cmdline() for p in tree):
+                return jobs[0].job_id
+        except psutil.Error:
+            pass
+        time.sleep(0.1)
+    raise AssertionError("the job's worker did not start")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stop", ["SIGTERM to greenbench", "Ctrl-C to its process group"])
+def test_a_stopped_submission_stores_its_run_interrupted_without_a_traceback(
+    tmp_path: Path, stop: str
+) -> None:
+    """The job is stopped, not its controller (submitit's process between greenbench and the
+    job, which would print a traceback and SIGKILL the job a second later): the job stores
+    its run interrupted itself and the controller ends with it, saying nothing."""
+    db = tmp_path / "g.duckdb"
+    suite = tmp_path / "long.toml"
+    defaults = "\n".join(f'"{k}" = {json.dumps(v)}' for k, v in QUICK.items() if k != "train.steps")
+    suite.write_text(ONE_LONG.format(defaults=defaults))
+    args = ("run", "--suite", str(suite), "--executor", "submitit-local", "--db", str(db))
+    proc = subprocess.Popen(greenbench(*args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, start_new_session=True)  # fmt: skip
+    try:
+        job_id = wait_for_worker(db, proc, timeout_s=240)
+        if stop == "SIGTERM to greenbench":
+            proc.send_signal(signal.SIGTERM)
+        else:  # as a terminal's Ctrl-C: to every process of the foreground group
+            os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert proc.returncode == 130, err
+    lines = err.splitlines()
+    assert not [line for line in lines if line.startswith(("Traceback", "KeyboardInterrupt"))], err
+    assert "interrupted: 0 configuration(s) not run (--resume runs them)" in err
+    (run,) = list_runs(db, limit=None).itertuples()
+    assert (run.status, run.error) == ("interrupted", "interrupted by the user (SIGINT/SIGTERM)")
+    (manifest,), _ = load_manifests(db)
+    controller_log = manifest.folder / job_id / f"{job_id}_controller.log"
+    assert "Traceback" not in controller_log.read_text()

@@ -5,13 +5,14 @@ test_slurm_faked and test_collect."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from greenbench.cluster import watch
+from greenbench.cluster import executors, watch
 from greenbench.cluster.executors import JobEnd
-from greenbench.cluster.manifest import JobRecord, new_manifest
+from greenbench.cluster.manifest import JobRecord, Manifest, new_manifest
 
 
 def test_local_jobs_start_one_at_a_time_and_a_stuck_one_does_not_block(
@@ -60,3 +61,85 @@ def test_local_jobs_start_one_at_a_time_and_a_stuck_one_does_not_block(
     states["j2"] = "FINISHED"
     assert look() == {}
     assert [j.state for j in manifest.jobs] == ["submitted", "collected", "collected"]
+
+
+def one_running_local_job(tmp_path: Path) -> Manifest:
+    manifest = new_manifest("submitit-local", tmp_path / "g.duckdb")
+    job = JobRecord(
+        array="a", index=0, specs=[{}], run_ids=["r0"], names=["c0"], keys=[["k", None]]
+    )
+    job.job_id, job.state = "j0", "submitted"
+    manifest.jobs = [job]
+    return manifest
+
+
+def record_cancels(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, bool]]:
+    """The calls ``stop_local`` makes to ``cancel_local``: (job id, hard)."""
+    cancels: list[tuple[str, bool]] = []
+
+    def cancel_local(job_id: str, *, hard: bool = False) -> None:
+        cancels.append((job_id, hard))
+
+    monkeypatch.setattr(executors, "cancel_local", cancel_local)
+    return cancels
+
+
+def stop(
+    manifest: Manifest,
+    monkeypatch: pytest.MonkeyPatch,
+    looks: list,
+    wait_s: float = 60.0,
+    sleep: Callable[[float], None] = lambda s: None,
+) -> list[tuple[str, bool]]:
+    """``stop_local`` with ``looks`` as what each look does (the jobs it counts, or an
+    exception it raises) and ``sleep`` as the pause between looks; the calls to
+    ``cancel_local`` it made."""
+    cancels = record_cancels(monkeypatch)
+
+    def look(*args: object, **kwargs: object) -> dict:
+        what = looks.pop(0)
+        if isinstance(what, BaseException):
+            raise what
+        return what
+
+    monkeypatch.setattr(watch, "look", look)
+    monkeypatch.setattr(watch.time, "sleep", sleep)
+    try:
+        watch.stop_local(manifest, None, lambda j: None, print, set(), wait_s=wait_s)
+    except KeyboardInterrupt:
+        pytest.fail("a second Ctrl-C escaped stop_local (a traceback)")
+    return cancels
+
+
+def test_a_stopped_local_job_is_asked_to_stop_itself_and_given_time(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looks = [{"running": 1}, {"running": 1}, {}]
+    assert stop(one_running_local_job(tmp_path), monkeypatch, looks) == [("j0", False)]
+    assert looks == []  # looked until the job was over, and no harder stop
+
+
+def test_a_second_ctrl_c_while_stopping_stops_the_job_at_once_without_a_traceback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    looks = [{"running": 1}, KeyboardInterrupt()]
+    cancels = stop(one_running_local_job(tmp_path), monkeypatch, looks)
+    assert cancels == [("j0", False), ("j0", True)]
+
+
+def test_a_second_ctrl_c_in_the_pause_between_looks_is_taken_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def ctrl_c(seconds: float) -> None:
+        raise KeyboardInterrupt
+
+    looks = [{"running": 1}]
+    cancels = stop(one_running_local_job(tmp_path), monkeypatch, looks, sleep=ctrl_c)
+    assert cancels == [("j0", False), ("j0", True)]
+
+
+def test_a_local_job_not_over_in_time_is_stopped_as_submitit_cancels(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cancels = stop(one_running_local_job(tmp_path), monkeypatch, [{"running": 1}] * 3, wait_s=0.0)
+    assert cancels == [("j0", False), ("j0", True)]
