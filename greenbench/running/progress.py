@@ -79,7 +79,9 @@ def run_with_progress(
 
 
 def progress_bar(console: Console) -> Progress:
-    """The bar long greenbench work shows: what it is at, done of total, time so far."""
+    """The bar long greenbench work shows: what it is at, done of total, time so far. Only on
+    a terminal: elsewhere (a pipe, a log file) the bar shows nothing, and rich would still end
+    it with an empty line, which would precede a refusal's one line."""
     return Progress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -87,6 +89,7 @@ def progress_bar(console: Console) -> Progress:
         TimeElapsedColumn(),
         console=console,
         transient=True,
+        disable=not console.is_interactive,
     )
 
 

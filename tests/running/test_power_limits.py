@@ -201,8 +201,30 @@ def test_refused_without_permission_exit_2_nothing_run(tmp_path):
     db = tmp_path / "r.duckdb"
     result = CliRunner().invoke(main, run_args(db, "gpu.power_limit_w=400"))
     assert result.exit_code == 2, result.output
-    assert "refuses changes" in result.output and len(result.output.strip().splitlines()) == 1
+    (line,) = result.stderr.splitlines()  # exactly one line: no blank one around it
+    assert line.startswith("error: ") and "refuses changes" in line
+    assert result.stdout == ""
     assert not db.exists() and emulated_nvml("h100").limits_w()[0] == 700
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--workload", "power-limit"],
+        ["--workload", "transformer-vs-mamba", "--set", "gpu.power_limit_w=200"],
+        ["--workload", "transformer-vs-mamba", "--set", "gpu.power_limit_frac=0.7"],
+        ["--workload", "power-limit", "--device", "cpu"],
+    ],
+)
+def test_a_limit_on_a_cpu_machine_is_refused_in_exactly_one_line(tmp_path, monkeypatch, args):
+    """On a machine without CUDA (torch says so), ``device: auto`` becomes cpu."""
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    db = tmp_path / "r.duckdb"
+    result = CliRunner().invoke(main, ["run", *args, "--db", str(db)])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.splitlines() == [result.stderr.strip()]  # one line, nothing around it
+    assert result.stderr.startswith("error: ") and "needs GPUs" in result.stderr
+    assert result.stdout == "" and not db.exists()
 
 
 def launch(db: Path, *extra: str) -> subprocess.Popen:
