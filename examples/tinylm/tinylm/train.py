@@ -5,7 +5,8 @@
 
 Without ``--db`` nothing is measured from inside; the script still writes the tokens it trained
 to ``$GREENBENCH_TOKENS_FILE`` when that is set, which is how ``greenbench measure -- python -m
-tinylm.train`` learns them for its whole-process measurement.
+tinylm.train`` learns them for its whole-process measurement. Under torchrun each rank ends with
+`end_rank` (see there for why).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import sys
 
 import torch
 import torch.distributed as dist
@@ -72,5 +74,20 @@ def main(argv: list[str] | None = None) -> None:
         print(f"trained {tokens} tokens, last loss {loss.item():.3f}")
 
 
+def end_rank() -> None:
+    """Leave a torchrun rank without the interpreter's shutdown, once everything is written.
+
+    DDP keeps gloo's worker threads alive past ``destroy_process_group`` (torch 2.x), and one
+    still freeing the last collective's tensors when the interpreter shuts down aborts the rank
+    (SIGABRT, "terminate called without an active exception"): the job fails after it has
+    succeeded. ``os._exit`` skips that shutdown; the database and the tokens file are closed.
+    """
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
+
+
 if __name__ == "__main__":
     main()
+    if int(os.environ.get("WORLD_SIZE", 1)) > 1:
+        end_rank()
