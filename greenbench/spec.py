@@ -703,19 +703,26 @@ def check_degrees_fit_model(s: dict[str, Any], degrees: dict[str, int]) -> None:
         )
 
 
-def apply_layout_text(s: dict[str, Any]) -> None:
+def apply_layout_text(s: dict[str, Any]) -> str | None:
     """``layout`` (e.g. ``tp2-dps2``) into the ``layout.*`` degrees (in place), and
     ``strategy=auto`` into the strategy that applies them: ``single`` for one rank, ``ddp``
-    for replicas alone, ``fsdp`` for shards alone, ``hybrid`` for anything else."""
+    for replicas alone, ``fsdp`` for shards alone, ``hybrid`` for anything else.
+
+    A degree also set directly to another value keeps it, and the clash is returned for
+    ``resolve`` to refuse once the degrees are checked against the model: a degree no layout
+    could take (more pipeline stages than layers) is the problem to name, not its clash with a
+    swept layout."""
+    clash = None
     if s["layout"] != "auto":
         layout = Layout.from_short(str(s["layout"]))
         for name, value in layout.degrees().items():
             given = s[f"layout.{name}"]
             if given != "auto" and given != value:
-                raise SpecError(
+                clash = clash or (
                     f"layout={s['layout']} gives layout.{name}={value} but layout.{name}={given}"
-                    " is set too"
+                    " is set too (give the layout or its degrees, not both)"
                 )
+                continue
             s[f"layout.{name}"] = value
     if s["strategy"] == "auto":
         degrees = {d: s[f"layout.{d}"] for d in DEGREES if s[f"layout.{d}"] not in ("auto", 1)}
@@ -727,6 +734,7 @@ def apply_layout_text(s: dict[str, Any]) -> None:
             s["strategy"] = "fsdp"
         else:
             s["strategy"] = "hybrid"
+    return clash
 
 
 def resolve(settings: dict[str, Any]) -> dict[str, Any]:
@@ -734,10 +742,12 @@ def resolve(settings: dict[str, Any]) -> dict[str, Any]:
     from greenbench.strategies import STRATEGIES
 
     s = dict(settings)
-    apply_layout_text(s)
+    clash = apply_layout_text(s)
     check_values(s)
     given = {d: s[f"layout.{d}"] for d in DEGREES if s[f"layout.{d}"] != "auto"}
     check_degrees_fit_model(s, given)
+    if clash:
+        raise SpecError(clash)
     cls = STRATEGIES[s["strategy"]]
     if s.get("data.balance") == "auto":
         s["data.balance"] = cls.balance

@@ -192,6 +192,24 @@ def test_impossible_layouts(overrides, message):
         )
 
 
+@pytest.mark.parametrize(
+    ("degree", "named"),
+    [
+        ({"layout.pp": 99}, r"layout\.pp=99 is more than the 4 layers of transformer/tiny"),
+        ({"layout.tp": 3}, r"layout\.tp=3 does not divide the 8 attention heads"),
+        ({"layout.cp": 7}, r"layout\.cp=7 does not divide data\.seq_len=512"),
+        ({"layout.pp": 0}, r"layout\.pp must be >= 1 or 'auto', got 0"),
+        # possible on its own: then the clash with the swept layout is the problem
+        ({"layout.pp": 2}, r"layout=dpr4 gives layout\.pp=1 but layout\.pp=2 is set too"),
+    ],
+)
+def test_a_degree_set_beside_a_swept_layout_is_refused_for_its_own_problem_first(degree, named):
+    """The hybrid workload sweeps ``layout``; a degree set beside it that no layout could take
+    is named as such, not as a clash with the sweep's first layout."""
+    with pytest.raises(SpecError, match=named):
+        expand("hybrid", [{"model.family": "transformer", **degree}])
+
+
 def test_balance_auto_is_each_strategys_own():
     specs = expand("fsdp-vs-odc", [])
     assert len(specs) == 2 * 4 * 2  # strategies × length distributions × rank counts
