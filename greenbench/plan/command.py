@@ -20,18 +20,23 @@ from greenbench.errors import SpecError
 from greenbench.plan.cost import Batch
 from greenbench.plan.device import DeviceModel, device_model
 from greenbench.plan.host import HOST, host_device, host_facts
-from greenbench.plan.search import plan
+from greenbench.plan.search import MAX_DEVICES, MAX_GLOBAL_BATCH, MAX_SEQ_LEN, plan
 from greenbench.plan.shapes import model_shape
 
 
-def whole(option: str, text: str | int, least: int = 1) -> int:
-    """An option's whole number, at least ``least``; SpecError (one line) otherwise."""
+def whole(option: str, text: str | int, least: int = 1, most: int | None = None) -> int:
+    """An option's whole number, at least ``least`` and at most ``most``; SpecError (one line)
+    otherwise, quoting at most 40 characters of the text."""
+    given = str(text).strip()
+    shown = given if len(given) <= 40 else f"{given[:40]}… ({len(given)} characters)"
     try:
-        value = int(str(text).strip())
-    except ValueError:
+        value = int(given)
+    except ValueError:  # not a whole number, or more digits than Python converts
         value = None
     if value is None or value < least:
-        raise SpecError(f"{option} must be a whole number >= {least}, got {text!r}")
+        raise SpecError(f"{option} must be a whole number >= {least}, got {shown!r}")
+    if most is not None and value > most:
+        raise SpecError(f"{option} must be at most {most:,}, got {shown}")
     return value
 
 
@@ -91,11 +96,11 @@ def plan_command(
     """Plan every valid layout and print the ranked table (SpecError for bad input). Numbers
     may come as the command line's text."""
     shape = model_shape(family, size)
-    n_devices = whole("--devices", devices)
+    n_devices = whole("--devices", devices, most=MAX_DEVICES)
     batch = Batch(
-        seq_len=whole("--seq-len", seq_len),
-        global_batch=whole("--global-batch", global_batch),
-        micro_batch=whole("--micro-batch", micro_batch),
+        seq_len=whole("--seq-len", seq_len, most=MAX_SEQ_LEN),
+        global_batch=whole("--global-batch", global_batch, most=MAX_GLOBAL_BATCH),
+        micro_batch=whole("--micro-batch", micro_batch, most=MAX_GLOBAL_BATCH),
         precision=precision,
     )
     rows = whole("--top", top, least=0)

@@ -64,6 +64,20 @@ def test_options_reach_the_model() -> None:
         (["--power-limit-w", "lots"], "--power-limit-w must be"),
         (["--rank-by", "cost"], "--rank-by must be"),
         (["--size", "tiny", "--devices", "5", "--global-batch", "4"], "no layout of 5 device"),
+        (["--devices", "99999999999999999999999"], "--devices must be at most 1,073,741,824"),
+        (["--devices", "1073741825"], "--devices must be at most 1,073,741,824"),
+        (["--devices", "1e6"], "--devices must be a whole number >= 1"),
+        (["--devices", "9" * 5000], "--devices must be a whole number >= 1"),
+        (["--seq-len", "1e12"], "--seq-len must be a whole number >= 1"),
+        (["--seq-len", "1000000000000"], "--seq-len must be at most 1,073,741,824"),
+        (["--seq-len", "1048576"], "no layout of 64 device(s) fits transformer/7b"),
+        (["--global-batch", "99999999999999999999999"], "--global-batch must be at most"),
+        (["--micro-batch", "1024"], "--micro-batch 1024 is more than --global-batch 512"),
+        (["--micro-batch", "3"], "--global-batch 512 is not a multiple of --micro-batch 3"),
+        (["--power-limit-w", "0"], "--power-limit-w must be"),
+        (["--power-limit-w", "-300"], "--power-limit-w must be"),
+        (["--power-limit-w", "nan"], "--power-limit-w must be"),
+        (["--power-limit-w", "1e9"], "outside this device's range 200–700 W"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_2(change: list[str], named: str) -> None:
@@ -78,6 +92,27 @@ def test_bad_input_is_one_line_and_exit_2(change: list[str], named: str) -> None
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and named in lines[0], lines
     assert result.stdout == ""
+
+
+@pytest.mark.timeout(120)  # the exhaustive search took minutes on 1000000007, never ended on more
+@pytest.mark.parametrize(
+    ("devices", "code", "says"),
+    [
+        ("1048576", 0, "valid layouts"),
+        # 2^6·3^3·5^2·7·11·13·17: the odd factors fit no degree at a global batch of 512
+        ("735134400", 2, "error: no layout of 735134400 device(s) can train transformer/7b"),
+        ("1000000007", 2, "error: no layout of 1000000007 device(s) can train transformer/7b"),
+        ("99999999999999999999999", 2, "error: --devices must be at most 1,073,741,824"),
+    ],
+)
+def test_large_device_counts_answer(devices: str, code: int, says: str) -> None:
+    args = list(SEVEN_B)
+    args[args.index("--devices") + 1] = devices
+    result = run(*args)
+    assert result.exit_code == code, result.output
+    assert says in (result.stdout if code == 0 else result.stderr)
+    if code:
+        assert result.stdout == "" and result.stderr.count("\n") == 1
 
 
 def test_calibrate_on_an_empty_database_is_one_line(tmp_path: Path) -> None:
