@@ -137,6 +137,10 @@ class RepeatResult:
     #: where ``energy_cpu_j``/``energy_dram_j`` came from when not from the run's own meter
     #: (RAPL read beside the GPUs of a GPU run); None otherwise
     energy_host_source: str | None = None
+    #: why the idle baseline is unreliable ("" when it is not): sampled while the machine was
+    #: busy, or above the window's mean power; net energy is then None, never negative
+    #: (`greenbench.vocabulary.trust`)
+    idle_note: str = ""
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -161,3 +165,7 @@ class RunOutcome:
     error_tail: str | None = None  # the failing rank's last lines of output
     log_path: str | None = None  # where the worker logs were kept
     contended: bool | None = None  # the machine was shared while it ran (None: not watched)
+    #: how busy: cores other processes kept busy meanwhile, and how many other greenbench runs
+    #: and ranks were seen (a count; never which)
+    others_busy_cores: float | None = None
+    other_greenbench: int | None = None

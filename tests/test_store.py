@@ -311,6 +311,77 @@ def test_runs_stored_before_power_limits_keep_them_unknown(
     assert int(versions.v.iloc[0]) == store_mod.SCHEMA_VERSION >= 9
 
 
+MIGRATIONS_DIR = Path(store_mod.__file__).with_name("migrations")
+#: what the launcher stored before contention was counted: pids and 80 characters of commands
+OLD_WARNING = (
+    "contended: other greenbench processes ran meanwhile (4242: python -m greenbench run "
+    "--suite /home/someone/secret-project/bench.toml --label confidential; 4243: python -m "
+    "greenbench.running.worker); other processes kept 1.37 of 2 cores busy meanwhile (figures "
+    "may be skewed)"
+)
+
+
+def version_of(migration: str) -> int:
+    """The schema version a migration (named by part of its file name) takes a database to."""
+    return next(int(p.name[:4]) for p in MIGRATIONS_DIR.iterdir() if migration in p.name)
+
+
+def test_runs_stored_before_trust_columns_lose_pids_and_negative_net_energy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The trust migration: a stored contention warning keeps counts, never pids or command
+    lines, and its figures move to columns; a negative net energy (an idle baseline sampled
+    under load) becomes unknown with why; new runs store all of it beside the old ones."""
+    trust = version_of("trust")
+    db = tmp_path / "old.duckdb"
+    with monkeypatch.context() as patch:
+        patch.setattr(store_mod, "SCHEMA_VERSION", trust - 1)  # this file stops before it
+        store = Store(db)
+        store.begin_run(run_row("aaaaaaaaaaaa"))
+        con = duckdb.connect(str(db))  # as that version's launcher wrote them
+        for repeat in (0, 1):
+            con.execute(
+                "INSERT INTO results (run_id, repeat, tokens, seconds, tokens_per_s, "
+                "energy_source, energy_measured, energy_j, energy_net_j, idle_power_w, "
+                "joules_per_token, net_joules_per_token, peak_mem_bytes) VALUES ('aaaaaaaaaaaa', "
+                "?, 1000, 2.0, 500.0, 'estimate', false, 40.0, -0.8, 20.4, 0.04, -0.0008, 5)",
+                [repeat],
+            )
+        con.execute(
+            "UPDATE runs SET contended = true, warnings = ?::JSON WHERE run_id = 'aaaaaaaaaaaa'",
+            [json.dumps([OLD_WARNING])],
+        )
+        con.close()
+        store.mark_run("aaaaaaaaaaaa", "ok")
+        assert "idle_note" not in set(read_frame(db, "DESCRIBE results")["column_name"])
+    Store(db)  # migrates
+    run = get_run(db, "aaaaaaaaaaaa")
+    (warning,) = run["warnings"]
+    assert warning.startswith("contended: ")
+    for private in ("4242", "4243", "secret-project", "confidential", "python -m"):
+        assert private not in warning
+    assert "2 other greenbench processes ran meanwhile" in warning
+    assert "other processes kept 1.37 of 2 cores busy meanwhile" in warning
+    assert (run["others_busy_cores"], run["other_greenbench"]) == (1.37, 2)
+    for r in run["results"]:
+        assert r["energy_net_j"] is None and r["net_joules_per_token"] is None
+        assert r["idle_note"].startswith("idle baseline unreliable")
+
+    new = make_outcome()
+    new.repeats = [replace(new.repeats[0], idle_note="idle baseline unreliable: busy"),
+                   new.repeats[1]]  # fmt: skip
+    store = Store(db)
+    store.begin_run(run_row("bbbbbbbbbbbb"))
+    store.finish_run(
+        "bbbbbbbbbbbb", replace(new, contended=True, others_busy_cores=0.4, other_greenbench=1)
+    )
+    stored = get_run(db, "bbbbbbbbbbbb")
+    assert (stored["others_busy_cores"], stored["other_greenbench"]) == (0.4, 1)
+    assert [r["idle_note"] for r in stored["results"]] == ["idle baseline unreliable: busy", ""]
+    versions = read_frame(db, "SELECT max(version) AS v FROM schema_version")
+    assert int(versions.v.iloc[0]) == store_mod.SCHEMA_VERSION >= trust
+
+
 def test_writes_do_not_hold_the_file(tmp_path: Path) -> None:
     db = tmp_path / "g.duckdb"
     store = Store(db)

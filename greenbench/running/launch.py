@@ -454,6 +454,8 @@ def measure(
         warnings=[*execution.warnings, *([watch.reason] if watch.contended else [])],
         log_path=execution.log_dir,
         contended=watch.contended,
+        others_busy_cores=watch.others_busy_cores,
+        other_greenbench=watch.other_greenbench,
     )
 
 

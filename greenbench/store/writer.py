@@ -362,11 +362,13 @@ class Store:
                     "peak_flops = COALESCE(?::DOUBLE, peak_flops), "
                     "peak_flops_source = COALESCE(?, peak_flops_source), "
                     "hardware = COALESCE(?::JSON, hardware), warnings = ?::JSON, error_tail = ?, "
-                    "log_path = ?, contended = ? WHERE run_id = ?",
+                    "log_path = ?, contended = ?, others_busy_cores = ?, other_greenbench = ? "
+                    "WHERE run_id = ?",
                     [outcome.status, outcome.error, outcome.failed_rank, _utcnow(), source,
                      measured, outcome.peak_flops, outcome.peak_flops_source, hardware,
                      json.dumps(outcome.warnings) if outcome.warnings else None,
-                     outcome.error_tail, outcome.log_path, outcome.contended, run_id],
+                     outcome.error_tail, outcome.log_path, outcome.contended,
+                     outcome.others_busy_cores, outcome.other_greenbench, run_id],
                 )  # fmt: skip
         except StoreError as exc:
             return self._to_shard(run_id, exc, outcome=outcome)

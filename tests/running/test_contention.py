@@ -32,21 +32,30 @@ def test_a_busy_process_outside_the_run_makes_it_contended():
     assert "cores busy meanwhile" in watch.reason
 
 
-def test_another_greenbench_run_is_named(tmp_path: Path):
-    # a process that looks like `greenbench run`, outside this process's tree (reparented)
+def test_another_greenbench_run_is_counted_never_named(tmp_path: Path):
+    # a process that looks like `greenbench run`, outside this process's tree (reparented), with
+    # a private path and label on its command line: the stored warning and the columns the views
+    # read carry a count of such processes, never their pids or command lines
     pidfile = tmp_path / "pid"
     sleeper = "import time; time.sleep(30)"
+    private = "/home/someone/secret-project --label confidential-label"
     subprocess.run(
-        ["sh", "-c", f"{sys.executable} -c '{sleeper}' greenbench run & echo $! > {pidfile}"],
+        ["sh", "-c",
+         f"{sys.executable} -c '{sleeper}' greenbench run {private} & echo $! > {pidfile}"],
         check=True,
         start_new_session=True,
-    )
+    )  # fmt: skip
     pid = int(pidfile.read_text())
     try:
         assert pid not in {p.pid for p in psutil.Process().children(recursive=True)}
-        assert any(line.startswith(f"{pid}:") for line in other_greenbench_processes())
+        assert other_greenbench_processes().get(pid) == "run"
         with ContentionWatch() as watch:
             time.sleep(0.2)
-        assert watch.contended is True and "other greenbench processes" in watch.reason
+        assert watch.contended is True and watch.other_greenbench is not None
+        assert watch.other_greenbench >= 1
+        assert "other greenbench process" in watch.reason
+        assert str(pid) not in watch.reason
+        assert "secret-project" not in watch.reason and "confidential" not in watch.reason
+        assert "time.sleep" not in watch.reason
     finally:
         os.kill(pid, signal.SIGKILL)
