@@ -21,10 +21,9 @@ global batches above 2^30 (a hundred times the longest contexts and the largest 
 trained, ~10^7 tokens and ~10^5 sequences; every figure of the cost model stays finite below
 them). What bounds the work is the valid layouts, each priced: a few hundred to a few thousand
 for real inputs (208 for 7b on 64 GPUs, 1,660 on 2^20), but a count, global batch and sequence
-length all rich in common factors leave hundreds of thousands (587,331 for 738,017,280 devices
-at a global batch of 720,720 and seq 720,720), so a plan prices at most `MAX_LAYOUTS` (50,000,
-about a second) and refuses more, saying so. Below that the search answers in well under a
-second to a few seconds.
+length all rich in common factors leave hundreds of thousands (587,331 for Mamba 7b on
+738,017,280 devices at a global batch of 720,720 and seq 720,720), so a plan counts them first
+and prices at most `MAX_LAYOUTS` (50,000: about 2 s at ~40 µs a layout), refusing more.
 
 The Pareto set is over three costs to minimise: time per token (step time, equivalently
 tokens/s), J/token and peak memory per device, among layouts that fit the device. A layout is on
