@@ -1,7 +1,9 @@
 """The dashboard's power-limit view: each stored sweep (one configuration over its GPU power
 limits, `greenbench.reporting.limit_sweep`) as time against J/token coloured by limit, with the
 Pareto front and the knee, the table the report shows, and Zeus's choice beside the knee.
-Sweeps of emulated GPUs are shown as the model they are, never as measurements."""
+Sweeps of emulated GPUs are shown as the model they are, never as measurements. A sweep whose
+time falls with the limit beyond its noise is shown as inconsistent, naming the limits that
+disagree, with no front, knee or choice."""
 
 from __future__ import annotations
 
@@ -11,7 +13,14 @@ import pandas as pd
 import streamlit as st
 
 from greenbench.dashboard_app import charts, data
-from greenbench.reporting.limit_sweep import COLUMNS, MAX_SLOWDOWN, ZEUS_ETA, Sweep, sweeps
+from greenbench.reporting.limit_sweep import (
+    COLUMNS,
+    INCONSISTENT,
+    MAX_SLOWDOWN,
+    ZEUS_ETA,
+    Sweep,
+    sweeps,
+)
 from greenbench.reporting.repeats import read_repeats
 
 #: the table's columns: (per-limit column, heading)
@@ -56,6 +65,10 @@ def power_limits_tab(db: Path) -> None:
         st.warning(
             "These figures come from a model, not a measurement: an emulated GPU's power model "
             "answering NVML on CPU ranks. They show the workload's path and shape, never a result."
+        )
+    if not sweep.consistent:
+        st.error(
+            "\n".join([f"**{INCONSISTENT}.**", *(f"- {why}" for why in sweep.inconsistencies)])
         )
     st.altair_chart(
         charts.power_limit_chart(sweep.table, sweep.knee_w, sweep.energy), width="stretch"

@@ -21,6 +21,17 @@ the default), the slowdown (time ratio) and the energy saved.
   within 1.1× the time of the highest. Energy and time are per token here (every limit trains the
   same tokens per step), which leaves both choices unchanged: each is a minimum of a linear
   function of energy and time.
+
+**Consistency.** A lower power limit can only lower a GPU's clock, so it never makes training
+faster. A sweep in which some limit's time per token is below a higher limit's *beyond its
+noise* is **inconsistent** (`consistency`): its runs did not see the same machine (another job
+shared it while the higher limit ran, say), and no knee, front or choice is named from it, only
+a note saying which limits disagree. Beyond its noise means: the lower limit's slowest repeat is
+faster than the higher limit's fastest repeat by more than `TIME_TOLERANCE` of the latter (both
+limits' repeat ranges, plus a margin for run-to-run drift that repeats within one run do not
+show). An emulated GPU's times are its model's applied to one base step
+(`greenbench.running.emulated_gpu`), so its sweeps are consistent by construction, whatever the
+CPU was doing.
 """
 
 from __future__ import annotations
@@ -38,9 +49,19 @@ from greenbench.vocabulary import config_key, energy_label, identity
 
 #: the knee's slowdown bound (time at the limit over time at the highest limit)
 MAX_SLOWDOWN = 1.10
+#: how much faster than a higher limit a lower one may seem (beyond both limits' repeat ranges)
+#: before the sweep counts as inconsistent: run-to-run drift of a GPU's time per step is ~1 %
+TIME_TOLERANCE = 0.02
 #: Zeus's default ZeusCost knob (GlobalPowerLimitOptimizer's default selector)
 ZEUS_ETA = 0.5
 LIMIT_KEYS = ("gpu.power_limit_w", "gpu.power_limit_frac")
+#: what an inconsistent sweep says instead of a knee
+INCONSISTENT = (
+    "Inconsistent sweep: a lower power limit cannot make training faster, so these runs did not "
+    "see the same machine (was it shared while a higher limit ran? see each run's contention); "
+    "no knee, Pareto front or Zeus choice is named from it. Run the sweep again on a quiet "
+    "machine"
+)
 #: the columns a sweep reads of every repeat (runs and results)
 COLUMNS = (
     "run_id", "config", "config_name", "workload", "started_at", "repeat", "device_type",
@@ -105,16 +126,24 @@ class Sweep:
     zeus_cost_w: float | None = None
     zeus_slowdown_w: float | None = None
     notes: list[str] = field(default_factory=list)
+    #: why the sweep is inconsistent (one sentence per pair of limits), empty when it is not
+    inconsistencies: list[str] = field(default_factory=list)
 
     @property
     def measured(self) -> bool:
         return self.energy.startswith("measured")
 
+    @property
+    def consistent(self) -> bool:
+        """Whether no lower limit is faster than a higher one beyond the noise (module doc)."""
+        return not self.inconsistencies
+
 
 def _per_limit(rows: pd.DataFrame) -> pd.DataFrame:
     """Medians per limit, over the newest run of each limit."""
     newest = rows.sort_values("started_at").groupby("power_limit_w")["run_id"].last()
-    rows = rows[rows["run_id"].isin(set(newest))]
+    rows = rows[rows["run_id"].isin(set(newest))].copy()
+    rows["seconds_per_mtok"] = 1e6 / rows["tokens_per_s"]
     table = (
         rows.groupby("power_limit_w")
         .agg(
@@ -125,6 +154,8 @@ def _per_limit(rows: pd.DataFrame) -> pd.DataFrame:
             default_w=("power_limit_default_w", "last"),
             run_id=("run_id", "last"),
             repeats=("run_id", "size"),
+            time_fastest=("seconds_per_mtok", "min"),
+            time_slowest=("seconds_per_mtok", "max"),
         )
         .reset_index()
         .rename(columns={"power_limit_w": "limit_w"})
@@ -135,15 +166,43 @@ def _per_limit(rows: pd.DataFrame) -> pd.DataFrame:
     return table
 
 
+def consistency(table: pd.DataFrame, tolerance: float = TIME_TOLERANCE) -> list[str]:
+    """Each limit of a per-limit table (highest first, with ``time_fastest`` and
+    ``time_slowest`` over the repeats) that is faster than a higher limit beyond the noise
+    (module docstring), as a sentence naming the highest such limit; empty for a consistent
+    sweep."""
+    out = []
+    rows = list(table.itertuples())
+    for i, low in enumerate(rows):
+        for high in rows[:i]:  # the highest limit it undercuts is named
+            if low.limit_w < high.limit_w and low.time_slowest < high.time_fastest * (
+                1 - tolerance
+            ):
+                faster = 1 - low.seconds_per_mtok / high.seconds_per_mtok
+                out.append(
+                    f"at {low.limit_w:g} W training took {faster:.1%} less time per token than "
+                    f"at {high.limit_w:g} W (its slowest repeat {low.time_slowest:,.0f} s per "
+                    f"million tokens, the fastest there {high.time_fastest:,.0f} s: beyond both "
+                    f"limits' repeats and a {tolerance:.0%} margin)"
+                )
+                break
+    return out
+
+
 def analyse(table: pd.DataFrame, devices: int) -> dict[str, Any]:
     """Slowdown, saving, front, knee and Zeus's choices of one sweep's per-limit table (it gains
-    the columns ``slowdown``, ``saving`` and ``on_front``)."""
+    the columns ``slowdown``, ``saving`` and ``on_front``). An inconsistent sweep (`consistency`)
+    has no front, knee or choice, only its ``inconsistencies``."""
     ref = table.iloc[0]  # the highest limit
     table["slowdown"] = table["seconds_per_mtok"] / ref["seconds_per_mtok"]
     table["saving"] = 1 - table["joules_per_token"] / ref["joules_per_token"]
+    out: dict[str, Any] = {"knee_w": None, "zeus_cost_w": None, "zeus_slowdown_w": None}
+    out["inconsistencies"] = consistency(table)
+    if out["inconsistencies"]:
+        table["on_front"] = False
+        return out
     table["on_front"] = pareto_front(table, "seconds_per_mtok", "joules_per_token", "min", "min")
     known = table.dropna(subset=["joules_per_token", "seconds_per_mtok"])
-    out: dict[str, Any] = {"knee_w": None, "zeus_cost_w": None, "zeus_slowdown_w": None}
     if known.empty or math.isnan(ref["joules_per_token"]):
         return out
     within = known[known["slowdown"] <= MAX_SLOWDOWN]
@@ -189,7 +248,7 @@ def sweeps(rows: pd.DataFrame) -> list[Sweep]:
             table=table,
             **analyse(table, devices),
         )
-        if sweep.knee_w is None:
+        if sweep.consistent and sweep.knee_w is None:
             sweep.notes.append(
                 f"no limit below the highest stays within {MAX_SLOWDOWN - 1:.0%} of its speed"
             )

@@ -1,7 +1,9 @@
 """The report's power-limit section: per sweep (one configuration over its GPU power limits,
 `greenbench.reporting.limit_sweep`), a table of time and energy per limit, time against energy
 coloured by limit with the Pareto front, the knee (the lowest J/token within 10 % of full speed)
-and, beside it, the limit Zeus's GlobalPowerLimitOptimizer would choose from the same sweep.
+and, beside it, the limit Zeus's GlobalPowerLimitOptimizer would choose from the same sweep. A
+sweep whose time falls with the limit beyond its noise is said to be inconsistent, with the limits
+that disagree, and names no front, knee or choice.
 
 Sweeps of emulated GPUs (``emulate.gpu``: the power model answering NVML, energy "emulated (GPU
 power model)") are shown, since trying the workload without a GPU is what they are for, but each
@@ -16,7 +18,14 @@ from pathlib import Path
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
-from greenbench.reporting.limit_sweep import COLUMNS, MAX_SLOWDOWN, ZEUS_ETA, Sweep, sweeps
+from greenbench.reporting.limit_sweep import (
+    COLUMNS,
+    INCONSISTENT,
+    MAX_SLOWDOWN,
+    ZEUS_ETA,
+    Sweep,
+    sweeps,
+)
 from greenbench.reporting.repeats import read_repeats
 
 PNG = "power-limits.png"
@@ -59,6 +68,9 @@ def markdown(sweep: Sweep) -> list[str]:
             f"| {'yes' if r.on_front else ''} |"
         )
     lines.append("")
+    if not sweep.consistent:
+        lines.append(f"- **{INCONSISTENT.replace(':', ':**', 1)}:")
+        lines += [f"  - {why}" for why in sweep.inconsistencies]
     if sweep.knee_w is not None:
         knee = sweep.table[sweep.table["limit_w"] == sweep.knee_w].iloc[0]
         lines.append(
@@ -89,8 +101,9 @@ def plot(all_sweeps: list[Sweep], path: Path) -> None:
             zorder=3,
         )  # fmt: skip
         front = t[t["on_front"]].sort_values("seconds_per_mtok")
-        ax.step(front["seconds_per_mtok"], front["joules_per_token"], where="post", color="k",
-                ls="--", lw=1, label="Pareto front")  # fmt: skip
+        if not front.empty:  # an inconsistent sweep has none
+            ax.step(front["seconds_per_mtok"], front["joules_per_token"], where="post",
+                    color="k", ls="--", lw=1, label="Pareto front")  # fmt: skip
         for r in t.itertuples():
             ax.annotate(f"{r.limit_w:g} W", (r.seconds_per_mtok, r.joules_per_token),
                         textcoords="offset points", xytext=(5, 4), fontsize=7)  # fmt: skip
@@ -104,8 +117,10 @@ def plot(all_sweeps: list[Sweep], path: Path) -> None:
         ax.set_xlabel("time per million tokens (s, lower is better)")
         ax.set_ylabel(f"J/token, {sweep.energy}")
         title = sweep.name if len(sweep.name) < 48 else sweep.name[:45] + "…"
-        ax.set_title(f"{title}\n{sweep.device_type}", fontsize=8)
-        ax.legend(fontsize=7)
+        flag = "" if sweep.consistent else "\ninconsistent: time falls with the limit, no knee"
+        ax.set_title(f"{title}\n{sweep.device_type}{flag}", fontsize=8)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
 

@@ -27,9 +27,16 @@ SWEEP = {
 }
 
 
-def write_sweep(db: Path, source: str = EMULATED_SOURCE) -> None:
+#: the same limits drawn on a busy machine: each lower limit faster, which no GPU is
+INVERTED = {700.0: (81.0, 630.0), 595.0: (118.0, 595.0), 490.0: (159.0, 490.0),
+            385.0: (236.0, 385.0)}  # fmt: skip
+
+
+def write_sweep(
+    db: Path, source: str = EMULATED_SOURCE, sweep: dict[float, tuple[float, float]] = SWEEP
+) -> None:
     with Store(db) as store:
-        for i, (limit, (tps, power)) in enumerate(SWEEP.items()):
+        for i, (limit, (tps, power)) in enumerate(sweep.items()):
             settings = {"model.family": "transformer", "model.size": "tiny", "seed": 0,
                         "emulate.gpu": "h100", "gpu.power_limit_w": limit}  # fmt: skip
             run_id = f"{i:012x}"
@@ -84,6 +91,17 @@ def test_a_sweep_is_drawn_with_its_front_and_knee(tmp_path, monkeypatch):
     assert "a model, not a measurement" in "\n".join(w.value for w in at.warning)
     assert any("Zeus's GlobalPowerLimitOptimizer" in c.value for c in at.caption)
     assert at.selectbox(key="power_sweep").value.endswith("emulated (GPU power model)")
+
+
+def test_an_inconsistent_sweep_says_so_and_names_no_knee_or_choice(tmp_path, monkeypatch):
+    db = tmp_path / "g.duckdb"
+    write_sweep(db, source="nvml", sweep=INVERTED)
+    at = run_view(db, monkeypatch)
+    errors = "\n".join(e.value for e in at.error)
+    assert "Inconsistent sweep" in errors and "at 385 W" in errors and "than at 700 W" in errors
+    assert not any("Knee" in m.value for m in at.markdown)
+    assert not any("would choose" in c.value for c in at.caption)
+    assert not at.dataframe[-1].value["on front"].any()
 
 
 def test_a_database_without_a_sweep_says_how_to_make_one(seeded_db, monkeypatch):

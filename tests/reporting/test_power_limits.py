@@ -19,7 +19,7 @@ from greenbench.reporting.limit_sweep import (
     zeus_cost_choice,
     zeus_slowdown_choice,
 )
-from greenbench.reporting.power_limits import markdown
+from greenbench.reporting.power_limits import markdown, plot
 from greenbench.vocabulary import EMULATED_SOURCE
 
 #: (limit W, tokens/s, J/token): an H100-like sweep (the model's shape, tokens/s of the 125m
@@ -29,8 +29,14 @@ H100_SWEEP = [(700, 96000, 0.00656), (595, 94200, 0.00632), (490, 88300, 0.00555
 
 
 def repeat_rows(
-    points, *, family: str = "transformer", source: str = "nvml", repeats: int = 3
+    points,
+    *,
+    family: str = "transformer",
+    source: str = "nvml",
+    repeats: int = 3,
+    spread: float = 0.002,
 ) -> pd.DataFrame:
+    """One row per repeat of each limit's run; the repeats' tokens/s spread by ±``spread``."""
     start = datetime(2026, 1, 1)
     rows = []
     for i, (limit, tps, jpt) in enumerate(points):
@@ -44,7 +50,7 @@ def repeat_rows(
                 "repeat": k, "device_type": "NVIDIA H100 80GB HBM3", "nproc": 1, "nnodes": 1,
                 "energy_source": source, "energy_measured": source == "nvml",
                 "power_limit_w": float(limit), "power_limit_default_w": 700.0,
-                "tokens_per_s": tps * (1 + 0.002 * (k - 1)), "joules_per_token": jpt,
+                "tokens_per_s": tps * (1 + spread * (k - 1)), "joules_per_token": jpt,
                 "gpu_power_avg_w": min(limit, 630.0), "gpu_power_peak_w": min(limit, 640.0),
                 "energy_node_j": None, "tokens": 1000,
             })  # fmt: skip
@@ -131,3 +137,38 @@ def test_an_emulated_sweep_is_headed_as_a_model():
     text = "\n".join(markdown(sweep))
     assert "energy emulated (GPU power model)" in text
     assert "These figures come from a model, not a measurement" in text
+
+
+#: a sweep drawn on a busy machine: each lower limit far faster than the one above, which no GPU
+#: does (a lower limit lowers the clock)
+INVERTED = [(700, 81, 0.0091), (595, 118, 0.0072), (490, 159, 0.0050), (385, 236, 0.0026)]
+
+
+def test_a_sweep_whose_time_falls_with_the_limit_is_inconsistent_and_names_no_knee(tmp_path):
+    (sweep,) = sweeps(repeat_rows(INVERTED))
+    assert not sweep.consistent
+    assert (sweep.knee_w, sweep.zeus_cost_w, sweep.zeus_slowdown_w) == (None, None, None)
+    assert not sweep.table["on_front"].any()  # no front is drawn through an impossible curve
+    text = "\n".join(markdown(sweep))
+    assert "Inconsistent sweep" in text and "595 W" in text and "700 W" in text
+    assert "Knee" not in text and "would choose" not in text
+    plot([sweep], tmp_path / "p.png")  # drawn without a front or a knee
+    assert (tmp_path / "p.png").stat().st_size > 10_000
+
+
+def test_one_lower_limit_faster_beyond_its_noise_is_enough():
+    points = [H100_SWEEP[0], (595, 99000, 0.00632), *H100_SWEEP[2:]]  # 3 % faster than 700 W
+    (sweep,) = sweeps(repeat_rows(points))
+    assert not sweep.consistent and sweep.knee_w is None
+    (why,) = sweep.inconsistencies
+    assert why.startswith("at 595 W training took 3.0% less time per token than at 700 W")
+
+
+def test_a_lower_limit_faster_only_within_the_repeats_noise_is_consistent():
+    # 595 W's median 1.5 % faster than 700 W's, each limit's repeats spread ±2 %: noise
+    points = [H100_SWEEP[0], (595, 97440, 0.00632), *H100_SWEEP[2:]]
+    (sweep,) = sweeps(repeat_rows(points, spread=0.02))
+    assert sweep.consistent and sweep.knee_w == 490
+    # the same medians with repeats that agree to ±0.1 %: still within the tolerance
+    (sweep,) = sweeps(repeat_rows(points, spread=0.001))
+    assert sweep.consistent and sweep.knee_w == 490
