@@ -1,18 +1,21 @@
 """The `greenbench` command: parses options, calls one library function, renders the answer.
 
 Errors greenbench raises on purpose (GreenbenchError) become one line on stderr and their exit
-code (2 for bad input); nothing else is caught here.
+code (2 for bad input), and so do click's usage errors (an unknown option, a bad value, a
+missing argument: ``UsageLine``, exit 2); nothing else is caught here. ``--help`` shows the
+whole usage.
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import click
 
@@ -39,7 +42,75 @@ def friendly(fn: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
-@click.group()
+class UsageLine(click.UsageError):
+    """A usage error (an unknown option or command, a bad value, a missing argument) said in
+    the one line every greenbench refusal takes, exit 2, instead of click's usage block."""
+
+    def __init__(self, error: click.UsageError, command_path: str) -> None:
+        super().__init__(usage_line(error, command_path), error.ctx)
+
+    def show(self, file: IO[Any] | None = None) -> None:
+        click.echo(f"error: {self.message}", file=file, err=True)
+
+
+def usage_line(error: click.UsageError, command_path: str) -> str:
+    """Click's message on one line, begun in lower case as greenbench's own, with where the
+    whole usage is: ``invalid value for '--nodes': 0 is not in the range x>=1 (see
+    'greenbench run --help')``."""
+    text = " ".join(error.format_message().split()).rstrip(".")
+    if text[:1].isupper() and text[1:2].islower():
+        text = text[0].lower() + text[1:]
+    path = error.ctx.command_path if error.ctx is not None else command_path
+    return f"{text} (see '{path} --help')"
+
+
+#: the bare ``greenbench``: click (8.2 on) shows the help as a usage error, left as it is
+_SHOWS_HELP = getattr(click.exceptions, "NoArgsIsHelpError", UsageLine)
+
+
+@contextlib.contextmanager
+def one_line_usage(command_path: str) -> Iterator[None]:
+    """Click's usage errors inside the block, about the command at ``command_path``, become
+    ``UsageLine``s (the bare ``greenbench``, which shows the help, stays as it is)."""
+    try:
+        yield
+    except (UsageLine, _SHOWS_HELP):
+        raise
+    except click.UsageError as error:
+        raise UsageLine(error, command_path) from None
+
+
+def _path(info_name: str | None, parent: click.Context | None) -> str:
+    name = info_name or "greenbench"
+    return f"{parent.command_path} {name}" if parent is not None else name
+
+
+class Command(click.Command):
+    """A greenbench command: its usage errors in one line (``UsageLine``)."""
+
+    def make_context(
+        self,
+        info_name: str | None,
+        args: list[str],
+        parent: click.Context | None = None,
+        **extra: Any,
+    ) -> click.Context:
+        with one_line_usage(_path(info_name, parent)):
+            return super().make_context(info_name, args, parent=parent, **extra)
+
+
+class Greenbench(Command, click.Group):
+    """The command group: its own usage errors (``Command.make_context``), an unknown
+    command's, and every command's, in one line."""
+
+    command_class = Command
+
+    def invoke(self, ctx: click.Context) -> Any:
+        with one_line_usage(ctx.command_path):
+            return super().invoke(ctx)
+
+
+@click.group(cls=Greenbench)
 @click.version_option(package_name="greenbench")
 def main() -> None:
     """Energy-aware benchmarks of LLM training: joules, tokens/s and MFU per configuration."""
@@ -76,7 +147,7 @@ def restore_power_limits() -> None:
 @click.option("--label", help="tag stored with every run, for `greenbench compare`")
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @click.option("--nnodes", type=click.IntRange(min=1), help="torchrun --nnodes (multi-node)")
-@click.option("--node-rank", type=int, help="torchrun --node-rank (multi-node)")
+@click.option("--node-rank", type=click.IntRange(min=0), help="torchrun --node-rank (multi-node)")
 @click.option("--rdzv-endpoint", help="torchrun --rdzv-endpoint host:port (multi-node)")
 @click.option(
     "--force",
@@ -290,7 +361,7 @@ def measure(
 @main.command(name="list")
 @click.argument("what", type=click.Choice(["suites", "workloads", "runs", "settings"]))
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
-@click.option("--limit", default=30, show_default=True)
+@click.option("--limit", type=click.IntRange(min=1), default=30, show_default=True)
 @friendly
 def list_(what: str, db: Path | None, limit: int) -> None:
     """List suites, workloads, stored runs, or every setting with its default."""
@@ -538,7 +609,9 @@ def plan(**options: Any) -> None:
 
 @main.command()
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
-@click.option("--port", type=int, help="port to serve on (default: a free one)")
+@click.option(
+    "--port", type=click.IntRange(1, 65535), help="port to serve on (default: a free one)"
+)
 @click.option("--address", default="127.0.0.1", show_default=True, help="address to bind")
 @friendly
 def dashboard(db: Path | None, port: int | None, address: str) -> None:

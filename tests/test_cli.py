@@ -103,9 +103,81 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, 
     db = tmp_path / "r.duckdb"
     result = CliRunner().invoke(main, [*args, "--db", str(db)])
     assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and message in lines[0]
+    (line,) = result.stderr.splitlines()  # one line, no empty one around it
+    assert line.startswith("error: ") and message in line
     assert not db.exists()
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["measure", "--tokens", "-5", "--", "true"], "'--tokens': -5 is not in the range x>=0"),
+        (
+            ["run", "--executor", "slurm", "--nodes", "0", "--dry-run", "--suite", "smoke"],
+            "'--nodes': 0 is not in the range x>=1",
+        ),
+        (["run", "--bogus"], "no such option '--bogus'"),
+        (["run", "--workload", "hybrid", "--repeats", "abc"], "'abc' is not a valid integer"),
+        (["run", "--workload", "hybrid", "--device", "tpu"], "'tpu' is not one of"),
+        (["run", "--workload"], "option '--workload' requires an argument"),
+        (["list"], "missing argument"),
+        (["list", "bogus"], "'bogus' is not one of 'suites', 'workloads', 'runs', 'settings'"),
+        (["list", "runs", "--limit", "many"], "'many' is not a valid integer"),
+        (["list", "runs", "--limit", "-3"], "'--limit': -3 is not in the range x>=1"),
+        (["show"], "missing argument 'RUN_ID'"),
+        (["compare", "--baseline", "a"], "missing option '--candidate'"),
+        (
+            ["compare", "--baseline", "a", "--candidate", "b", "--alpha", "x"],
+            "'x' is not a valid float",
+        ),
+        (["report"], "missing option '--out'"),
+        (["export", "--format", "xml"], "'xml' is not one of 'csv', 'json', 'parquet'"),
+        (["merge", "extra"], "unexpected extra argument (extra)"),
+        (["status", "--poll-s", "0"], "'--poll-s': 0.0 is not in the range x>=0.1"),
+        (["dashboard", "--port", "http"], "'http' is not a valid integer"),
+        (["dashboard", "--port", "99999"], "'--port': 99999 is not in the range 1<=x<=65535"),
+        (
+            [
+                "run",
+                "--workload",
+                "hybrid",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                "-1",
+                "--rdzv-endpoint",
+                "h:1",
+            ],
+            "'--node-rank': -1 is not in the range x>=0",
+        ),
+        (["doctor", "--redfish-url"], "option '--redfish-url' requires an argument"),
+        (["bogus"], "no such command 'bogus'"),
+        (["--bogus"], "no such option '--bogus'"),
+    ],
+)
+def test_a_bad_option_or_argument_is_one_line_exit_2_for_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], named: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GREENBENCH_DB", str(tmp_path / "r.duckdb"))
+    result = CliRunner().invoke(main, args, prog_name="greenbench")
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()  # no usage block, no "Try ... --help" line
+    assert line.startswith("error: ") and named in line, line
+    command = " ".join(["greenbench", *[a for a in args[:1] if a != "bogus" and a[:1] != "-"]])
+    assert line.endswith(f"(see '{command} --help')"), line
+    assert result.stdout == "" and list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    ["run", "measure", "list", "show", "compare", "report", "export", "merge", "status", "plan"],
+)
+def test_help_is_still_the_whole_usage(command: str) -> None:
+    result = CliRunner().invoke(main, [command, "--help"], prog_name="greenbench")
+    assert result.exit_code == 0 and result.stderr == ""
+    assert result.stdout.startswith(f"Usage: greenbench {command} [OPTIONS]")
+    assert "Options:" in result.stdout and "--help" in result.stdout
 
 
 def test_missing_db_directory_is_refused(tmp_path):
@@ -179,6 +251,7 @@ def test_an_impossible_layout_is_one_line_and_writes_nothing(tmp_path: Path, tp:
         (["layout=tp2-cp2", "model.family=mamba"], "cannot combine layout.tp and layout.cp"),
         (["layout=dpr2-tp2"], "strategy=hybrid does not replicate"),
         (["layout=tp2-pp"], "not a layout"),
+        (["layout.pp=99"], "layout.pp=99 is more than the 4 layers"),  # beside the swept layouts
     ],
 )
 def test_an_impossible_hybrid_layout_is_one_line_and_writes_nothing(
