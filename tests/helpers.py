@@ -4,6 +4,9 @@ gloo process groups started by hand. Importable from any test (``pythonpath`` in
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
+import time
 from collections.abc import Iterable
 
 #: one tiny Transformer run on the CPU: one warm-up and one measured step, no idle sampling, one
@@ -37,3 +40,18 @@ def beside_contention(warnings: Iterable[str] | None) -> list[str]:
     """A run's stored warnings without the one saying the machine was shared: a test that expects
     no other warning holds on a busy machine too, where that one is rightly added."""
     return [w for w in warnings or () if not w.startswith(CONTENTION_PREFIX)]
+
+
+def rank_start_s() -> float:
+    """Seconds a rank takes to start on this machine now: a fresh interpreter importing the
+    worker (torch, transformers and greenbench), timed. A test whose check needs its ranks to have
+    started within a fixed time (a timeout that must find a rank where it hangs, not still
+    importing) widens that time by this much, so it holds on a busy machine too, where starting
+    takes several times longer than on a quiet one."""
+    start = time.monotonic()
+    subprocess.run(
+        [sys.executable, "-c", "import greenbench.running.worker"],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    return time.monotonic() - start

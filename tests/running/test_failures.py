@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from helpers import QUICK
+from helpers import QUICK, rank_start_s
 
 from greenbench.running.launch import run_specs
 from greenbench.spec import expand
@@ -58,10 +58,13 @@ def runs(db: Path):
 
 def test_crash_hang_kill_oom_each_fail_alone(tmp_path):
     db = tmp_path / "r.duckdb"
+    # the hanging rank must have started and reached its hang before the timeout, however busy
+    # the machine is
+    hang_timeout_s = round(15.0 + 2 * rank_start_s())
     specs = [
         spec(),
         spec(debug__fail_rank=1, **TWO_RANKS),
-        spec(debug__hang_rank=0, timeout_s=25.0),
+        spec(debug__hang_rank=0, timeout_s=float(hang_timeout_s)),
         spec(debug__kill_rank=1, **TWO_RANKS),
         spec(debug__oom_rank=0),
         spec(data__seq_len=48),
@@ -71,7 +74,9 @@ def test_crash_hang_kill_oom_each_fail_alone(tmp_path):
     frame = runs(db)
     errors = dict(zip(range(6), frame.error, strict=True))
     assert "rank 1: RuntimeError: injected failure on rank 1" in errors[1]
-    assert errors[2].startswith("timed out after 25 s (timeout_s); rank 0 was in inject_faults")
+    assert errors[2].startswith(
+        f"timed out after {hang_timeout_s} s (timeout_s); rank 0 was in inject_faults"
+    )
     assert errors[3].startswith("rank 1: killed by SIGKILL")
     assert errors[4].startswith("rank 0:") and "allocate" in errors[4].lower()
     assert list(frame.failed_rank[[1, 2, 3, 4]]) == [1, 0, 1, 0]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from helpers import QUICK
+from helpers import QUICK, rank_start_s
 
 from greenbench.running.hangs import classify
 from greenbench.running.launch import run_specs
@@ -50,6 +50,9 @@ def test_nobody_is_named_when_nobody_waits_or_nothing_was_dumped():
 
 @pytest.mark.slow
 def test_a_real_rank_that_sleeps_is_named(tmp_path: Path):
+    # long enough for both ranks to start and reach the step where rank 1 sleeps, however busy
+    # the machine is (two ranks start side by side: twice a start, plus the steps before it)
+    timeout_s = round(10.0 + 2 * rank_start_s())
     spec = expand(
         "transformer-vs-mamba",
         [
@@ -58,7 +61,7 @@ def test_a_real_rank_that_sleeps_is_named(tmp_path: Path):
                 "strategy": "ddp",
                 "nproc": 2,
                 "debug.hang_rank": 1,
-                "timeout_s": 20.0,
+                "timeout_s": float(timeout_s),
             }
         ],
     )[0]
@@ -68,7 +71,8 @@ def test_a_real_rank_that_sleeps_is_named(tmp_path: Path):
     run = get_run(db, run_id)
     assert run["failed_rank"] == 1
     assert run["error"].startswith(
-        "timed out after 20 s (timeout_s); rank 1 never reached the collective rank 0 waited in"
+        f"timed out after {timeout_s} s (timeout_s); "
+        "rank 1 never reached the collective rank 0 waited in"
     )
     assert "inject_faults" in run["error"]
     assert (Path(run["log_path"]) / "stack-rank0.txt").read_text()  # the stacks are kept
