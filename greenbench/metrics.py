@@ -8,7 +8,10 @@ compute them the same way. Conventions, each chosen once here:
   node by its local rank 0, so nothing is counted twice). If any window failed to read, the
   repeat's energy is None with a note: never a partial sum passed off as the whole.
 - **Net energy** = gross − ``idle_power_w`` × seconds, where ``idle_power_w`` is the idle power
-  of everything the meters read, i.e. the node-level idle power summed over the nodes.
+  of everything the meters read, i.e. the node-level idle power summed over the nodes. It is
+  never negative: an idle baseline sampled on a busy machine (the launcher says so), or one above
+  the window's mean power, is unreliable (`greenbench.vocabulary.trust.idle_problem`), and net
+  energy is then None with the reason in ``idle_note``.
 - **Step times**: a data-parallel step ends when its slowest rank does, so the repeat's step
   times are the element-wise max over ranks when all ranks timed the same number of steps;
   otherwise (pipeline schedules) the pooled union of every rank's step times, noted.
@@ -36,6 +39,7 @@ from greenbench.energy.base import EnergyWindow
 from greenbench.results import RankResult, RepeatResult
 from greenbench.stats import median_ci, percentile
 from greenbench.vocabulary import NODE_SOURCES
+from greenbench.vocabulary.trust import idle_problem
 
 JOULES_PER_KWH = 3.6e6
 
@@ -165,10 +169,13 @@ def aggregate_repeat(
     peak_flops: float | None,
     n_devices: int,
     carbon_g_per_kwh: float | None,
+    idle_sample_note: str = "",
 ) -> RepeatResult:
     """Combine one repeat's rank results into the ``results`` row (conventions: module doc).
 
     ``idle_power_w`` is the summed idle power of the nodes (None: no net energy);
+    ``idle_sample_note`` says why it was sampled on a busy machine ("" when it was not: then
+    only an idle power above the window's mean power makes it unreliable);
     ``peak_flops`` is per device (None: no MFU; exceeded: MFU None with ``mfu_note``);
     ``carbon_g_per_kwh`` None: no CO2.
     """
@@ -189,10 +196,9 @@ def aggregate_repeat(
         notes.append(step_note)
 
     energy_net_j = None
-    if energy_j is not None and idle_power_w is not None:
+    idle_note = idle_problem(idle_power_w, energy_j, seconds, idle_sample_note)
+    if energy_j is not None and idle_power_w is not None and not idle_note:
         energy_net_j = energy_j - idle_power_w * seconds
-        if energy_net_j < 0:
-            notes.append("net energy < 0: idle power exceeds the window's mean power")
     total_s = math.fsum(r.seconds for r in ranks)
     wait_fraction = math.fsum(r.wait_s for r in ranks) / total_s
     flops = math.fsum(r.flops for r in ranks)
@@ -242,6 +248,7 @@ def aggregate_repeat(
         step_times_s=step_times,
         gpu_power_avg_w=gpu_avg_w,
         gpu_power_peak_w=gpu_peak_w,
+        idle_note=idle_note,
         **beside,
     )
 

@@ -153,10 +153,23 @@ def test_optional_inputs_unknown() -> None:
     assert (r.energy_net_j, r.net_joules_per_token, r.mfu, r.co2_g) == (None, None, None, None)
 
 
-def test_negative_net_energy_is_flagged() -> None:
+def test_an_idle_power_above_the_windows_mean_leaves_net_energy_unknown_never_negative() -> None:
+    # 20 W idle against a 5 W window (10 J in 2 s): the idle sample was taken on a busier machine
     r = aggregate([rank(0, energy=window(energy_j=10.0))], idle_power_w=20.0, n_devices=1)
-    assert r.energy_net_j == pytest.approx(-30.0)
-    assert "net energy < 0" in r.energy_note
+    assert r.energy_net_j is None and r.net_joules_per_token is None
+    assert r.idle_power_w == 20.0  # what was sampled stays, to see why
+    assert r.idle_note.startswith("idle baseline unreliable")
+    assert "above the window's mean power 5 W" in r.idle_note
+    assert r.energy_j == pytest.approx(10.0)  # the gross figure is as good as ever
+
+
+def test_an_idle_sample_taken_under_load_leaves_net_energy_unknown() -> None:
+    why = "idle power sampled while other processes kept 1.20 cores busy"
+    r = aggregate(two_ranks(), idle_sample_note=why)
+    assert r.energy_net_j is None and r.net_joules_per_token is None
+    assert r.idle_note == f"idle baseline unreliable: {why}"
+    clean = aggregate(two_ranks())
+    assert clean.energy_net_j == pytest.approx(150.0 - 10.0 * 2.5) and clean.idle_note == ""
 
 
 def test_unequal_step_counts_pool_steps() -> None:

@@ -122,6 +122,7 @@ def aggregate_checked(
     n_devices: int,
     idle_power_w: float | None,
     carbon_g_per_kwh: float | None,
+    idle_sample_note: str = "",
 ) -> tuple[list[RepeatResult], float | None]:
     """Each repeat's row, and the peak its MFU is relative to.
 
@@ -144,6 +145,7 @@ def aggregate_checked(
                 peak_flops=p,
                 n_devices=n_devices,
                 carbon_g_per_kwh=carbon_g_per_kwh,
+                idle_sample_note=idle_sample_note,
             )
             for k in range(spec.settings["repeats"])
         ]
@@ -242,35 +244,46 @@ def spec_columns(spec: RunSpec, run_id: str) -> dict[str, Any]:
 
 
 class IdlePower:
-    """Idle power of this node, sampled once per energy source and reused for the session."""
+    """Idle power of this node, sampled once per energy source and reused for the session.
+
+    The sample is watched (`ContentionWatch`): one taken while other processes kept the machine
+    busy, or another greenbench ran, is returned with why it is unreliable (net energy is then
+    unknown, `metrics.aggregate_repeat`) and not reused: the next configuration samples again.
+    An emulated GPU's idle power is its model's, whatever the machine does."""
 
     def __init__(self) -> None:
         self._cache: dict[tuple[str, ...], float | None] = {}
 
-    def get(self, spec: RunSpec) -> float | None:
+    def get(self, spec: RunSpec) -> tuple[float | None, str]:
+        """(idle watts or None, why the sample is unreliable or "")."""
         from greenbench.energy import select_meter
 
         s = spec.settings
         if s["energy.idle_s"] <= 0:
-            return None
+            return None, ""
         key = (s["device"], s["energy.source"], s.get("emulate.gpu", ""))
-        if key not in self._cache:
-            if s.get("emulate.gpu"):  # the emulated GPUs' idle power, from their model
-                from greenbench.running import emulated_gpu
+        if key in self._cache:
+            return self._cache[key], ""
+        if s.get("emulate.gpu"):  # the emulated GPUs' idle power, from their model
+            from greenbench.running import emulated_gpu
 
-                meter = emulated_gpu.meter(s, range(s["nproc"]), sample_power=False)
-            else:
-                meter = select_meter(
-                    s["device"],
-                    None if s["energy.source"] == "auto" else s["energy.source"],
-                    gpu_indices=list(range(s["nproc"])) if s["device"] == "cuda" else [],
-                    local_rank=0,
-                )
-            try:
-                self._cache[key] = meter.idle_power_w(s["energy.idle_s"])
-            finally:
-                meter.close()
-        return self._cache[key]
+            meter = emulated_gpu.meter(s, range(s["nproc"]), sample_power=False)
+        else:
+            meter = select_meter(
+                s["device"],
+                None if s["energy.source"] == "auto" else s["energy.source"],
+                gpu_indices=list(range(s["nproc"])) if s["device"] == "cuda" else [],
+                local_rank=0,
+            )
+        try:
+            with ContentionWatch() as watch:
+                watts = meter.idle_power_w(s["energy.idle_s"])
+        finally:
+            meter.close()
+        if watch.contended and not s.get("emulate.gpu"):
+            return watts, f"idle power sampled while {watch.seen}"
+        self._cache[key] = watts
+        return watts, ""
 
 
 def run_specs(
@@ -386,11 +399,11 @@ def run_specs(
             if simulated.is_simulated(spec):
                 outcome = simulated.simulate_run(spec, carbon_g_per_kwh=carbon[0])
             else:
-                idle_w = idle.get(spec)
+                idle_w, idle_why = idle.get(spec)
                 with held_limit(spec, limits.get(i)) as held:  # restored on every exit
                     outcome = measure(
                         spec, rdzv, logs_dir_for(db_path) / run_id, (peak, peak_source),
-                        idle_w=idle_w, carbon_g_per_kwh=carbon[0],
+                        idle_w=idle_w, carbon_g_per_kwh=carbon[0], idle_why=idle_why,
                     )  # fmt: skip
                 outcome.warnings += held.problems  # a limit not restored: the doctor retries
                 if outcome.contended:
@@ -431,9 +444,11 @@ def measure(
     *,
     idle_w: float | None,
     carbon_g_per_kwh: float | None,
+    idle_why: str = "",
 ) -> RunOutcome:
     """Run ``spec``'s workers, watching the machine for contention, and aggregate each repeat
-    (the last warning names the contention when there was some)."""
+    (the last warning names the contention when there was some; ``idle_why``: why the idle
+    sample is unreliable, so net energy is unknown)."""
     with ContentionWatch() as watch:
         execution = execute(spec, rdzv, keep_logs=keep_logs)
     ranks = execution.ranks
@@ -441,7 +456,7 @@ def measure(
     repeats, peak_flops = aggregate_checked(
         spec, ranks, peak[0], peak[1],
         n_devices=s["nproc"] * s["nnodes"], idle_power_w=idle_w,
-        carbon_g_per_kwh=carbon_g_per_kwh,
+        carbon_g_per_kwh=carbon_g_per_kwh, idle_sample_note=idle_why,
     )  # fmt: skip
     if is_user_workload(spec.workload):
         repeats = user_run.with_flops_note(spec, repeats)

@@ -59,3 +59,37 @@ def test_another_greenbench_run_is_counted_never_named(tmp_path: Path):
         assert "time.sleep" not in watch.reason
     finally:
         os.kill(pid, signal.SIGKILL)
+
+
+class _SleepingMeter:
+    """A meter whose idle sample is a sleep: what the launcher's watch sees is the machine."""
+
+    def idle_power_w(self, seconds: float) -> float:
+        time.sleep(seconds)
+        return 10.0
+
+    def close(self) -> None:
+        pass
+
+
+def test_an_idle_sample_taken_on_a_busy_machine_is_unreliable(monkeypatch: pytest.MonkeyPatch):
+    import greenbench.energy
+    from greenbench.running.launch import IdlePower
+    from greenbench.vocabulary import RunSpec
+
+    monkeypatch.setattr(greenbench.energy, "select_meter", lambda *a, **k: _SleepingMeter())
+    spec = RunSpec(
+        "transformer-vs-mamba",
+        {"device": "cpu", "energy.source": "auto", "energy.idle_s": 1.5, "nproc": 1},
+    )
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.3)
+        idle = IdlePower()
+        watts, why = idle.get(spec)
+    finally:
+        busy.kill()
+        busy.wait()
+    assert watts == 10.0  # what was sampled, kept to say why it is not used
+    assert why.startswith("idle power sampled while ") and "cores busy" in why
+    assert idle._cache == {}  # not reused: the next configuration samples again

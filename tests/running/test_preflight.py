@@ -185,7 +185,7 @@ TOML_VALUE = st.one_of(
 def stub_the_run(monkeypatch) -> None:
     """The launcher boundary: no rank processes, no idle-power sampling of the machine."""
     monkeypatch.setattr(launch, "execute", fake_execute)
-    monkeypatch.setattr(launch.IdlePower, "get", lambda self, spec: None)
+    monkeypatch.setattr(launch.IdlePower, "get", lambda self, spec: (None, ""))
 
 
 def check_outcome(result, db: Path) -> None:
