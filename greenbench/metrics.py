@@ -263,3 +263,27 @@ def summarise(values: Iterable[float | None], confidence: float = 0.95) -> dict[
         return out | dict.fromkeys(("median", "ci_low", "ci_high", "min", "max"))
     med, low, high = median_ci(xs, confidence)
     return out | {"median": med, "ci_low": low, "ci_high": high, "min": min(xs), "max": max(xs)}
+
+
+#: the figures of a run that `list runs` shows and `greenbench run`'s line prints
+RUN_FIGURES = ("tokens_per_s", "joules_per_token", "mfu")
+
+
+def run_medians(repeats: Iterable[Any], figures: Sequence[str] = RUN_FIGURES) -> dict[str, Any]:
+    """The median of each figure over a run's repeats (objects or mappings carrying them), as
+    the store's ``median`` gives it (the mean of the middle two for an even count); None where
+    no repeat has the figure. What is printed for a run is what is stored for it, never one
+    repeat picked by one figure."""
+    rows = list(repeats)
+
+    def value(row: Any, name: str) -> Any:
+        return row.get(name) if isinstance(row, dict) else getattr(row, name, None)
+
+    out: dict[str, Any] = {}
+    for name in figures:
+        xs = sorted(
+            float(v) for r in rows if (v := value(r, name)) is not None and not math.isnan(v)
+        )
+        mid = len(xs) // 2
+        out[name] = None if not xs else xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2
+    return out

@@ -20,7 +20,12 @@ from greenbench.cluster.collect import collect_job, run_statuses
 from greenbench.cluster.executors import LIVE_STATES, job_end, job_states
 from greenbench.cluster.manifest import JobRecord, Manifest, load_manifests
 from greenbench.cluster.submit import submit_planned
-from greenbench.running.progress import finished_line, print_summary, progress_bar
+from greenbench.running.progress import (
+    CONTENTION_KEYS,
+    finished_line,
+    print_summary,
+    progress_bar,
+)
 from greenbench.store import Store, read_frame
 from greenbench.store.views import ok_repeats_sql
 
@@ -28,7 +33,10 @@ from greenbench.store.views import ok_repeats_sql
 LOCAL_POLL_S = 0.5
 NEVER_SUBMITTED = "never submitted"
 _JOB_WORDS = {"planned": "not submitted", "submitted": "open", "collected": "over"}
-_MEDIAN_COLUMNS = ["tokens_per_s", "joules_per_token", "energy_source", "energy_measured", "mfu"]
+_REPEAT_COLUMNS = [
+    "tokens_per_s", "joules_per_token", "energy_source", "energy_measured", "mfu",
+    "idle_power_w", "idle_note",
+]  # fmt: skip
 
 
 def look(
@@ -187,19 +195,30 @@ def job_lines(db: Path, job: JobRecord) -> list[tuple[str, tuple]]:
         row = rows.get(run_id)
         status = row.status if row is not None else "missing"
         error = row.error if row is not None and isinstance(row.error, str) else None
-        median = median_repeat(db, run_id) if status == "ok" else None
-        out.append((finished_line(status, run_id, name, median, error), (name, status, error)))
+        repeats = stored_repeats(db, run_id) if status == "ok" else []
+        seen = (
+            {k: _known(getattr(row, k, None)) for k in CONTENTION_KEYS} if row is not None else {}
+        )
+        line = finished_line(status, run_id, name, repeats, error, **seen)
+        out.append((line, (name, status, error)))
     return out
 
 
-def median_repeat(db: Path, run_id: str) -> SimpleNamespace | None:
-    """The run's repeat of median throughput, as `running.progress.finished_line` reads it."""
-    frame = read_frame(db, ok_repeats_sql(_MEDIAN_COLUMNS, "run"), [run_id])
-    if frame.empty:
+def stored_repeats(db: Path, run_id: str) -> list[SimpleNamespace]:
+    """The run's stored repeats, as `running.progress.finished_line` reads them."""
+    frame = read_frame(db, ok_repeats_sql(_REPEAT_COLUMNS, "run"), [run_id])
+    return [
+        SimpleNamespace(**{k: _known(v) for k, v in row.items()})
+        for row in frame.to_dict("records")
+    ]
+
+
+def _known(value: object) -> object:
+    """A stored value, None where it is NULL (NaN, NA)."""
+    try:
+        return None if value is None or bool(value != value) else value
+    except (TypeError, ValueError):  # pandas' NA
         return None
-    frame = frame.sort_values("tokens_per_s").reset_index(drop=True)
-    row = frame.iloc[len(frame) // 2].to_dict()
-    return SimpleNamespace(**{k: (None if v != v else v) for k, v in row.items()})
 
 
 def status(db_path: Path, *, wait: bool, poll_s: float, console: Console) -> int:

@@ -431,8 +431,10 @@ def run_specs(
         emit(
             "end",
             spec,
-            {"run_id": run_id, "status": status, "error": error, "repeats": outcome.repeats},
-        )
+            {"run_id": run_id, "status": status, "error": error, "repeats": outcome.repeats,
+             "contended": outcome.contended, "others_busy_cores": outcome.others_busy_cores,
+             "other_greenbench": outcome.other_greenbench},
+        )  # fmt: skip
     return summary
 
 

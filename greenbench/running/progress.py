@@ -7,6 +7,7 @@ written and never breaks the progress display or the failures table at the end.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -15,8 +16,10 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from greenbench.metrics import run_medians
 from greenbench.running.launch import RunSummary, install_interrupt_handlers, run_specs
 from greenbench.vocabulary import RunSpec, energy_label
+from greenbench.vocabulary.trust import Trust
 
 
 def run_with_progress(
@@ -54,9 +57,10 @@ def run_with_progress(
                 return
             progress.advance(task)
             status = info["status"]
-            repeats = sorted(info.get("repeats") or [], key=lambda x: x.tokens_per_s)
-            median = repeats[len(repeats) // 2] if repeats else None
-            line = finished_line(status, info["run_id"], spec.name, median, info.get("error"))
+            line = finished_line(
+                status, info["run_id"], spec.name, info.get("repeats") or [], info.get("error"),
+                **{k: info.get(k) for k in CONTENTION_KEYS},
+            )  # fmt: skip
             progress.console.print(line)
             rows.append((spec.name, status, info.get("error")))
 
@@ -93,23 +97,56 @@ def progress_bar(console: Console) -> Progress:
     )
 
 
+#: what the launcher's "end" event says of the machine while the run ran (`finished_line`)
+CONTENTION_KEYS = ("contended", "others_busy_cores", "other_greenbench")
+
+
 def finished_line(
-    status: str, run_id: str, name: str, median: Any | None, error: str | None
+    status: str,
+    run_id: str,
+    name: str,
+    repeats: Sequence[Any],
+    error: str | None,
+    *,
+    contended: bool | None = None,
+    others_busy_cores: float | None = None,
+    other_greenbench: int | None = None,
 ) -> str:
-    """One finished configuration as rich markup: status, run id, name, and from its median
-    repeat (anything with ``tokens_per_s``, ``joules_per_token``, ``energy_source``,
-    ``energy_measured`` and ``mfu``) its throughput, energy per token and MFU, or its error."""
+    """One finished configuration as rich markup: status, run id, name, and from its
+    ``repeats`` (anything with ``tokens_per_s``, ``joules_per_token``, ``mfu``,
+    ``energy_source``, ``energy_measured``, ``idle_note``) the medians that are stored and
+    `list runs` shows (`metrics.run_medians`), then the run's trust markers (contended, an
+    unreliable idle baseline, too few repeats for a 95 % interval: `vocabulary.trust`); or its
+    error."""
     line = escape(f"{status:<11} {run_id}  {name}")
-    if median is not None:
-        r = median
-        label = energy_label(r.energy_source, r.energy_measured)
-        jpt = (
-            f"{r.joules_per_token:.3g} J/token{'' if r.energy_measured else f' ({label})'}"
-            if r.joules_per_token is not None
+    if repeats:
+        first = repeats[0]
+        medians = run_medians(repeats)
+        measured = bool(first.energy_measured)
+        label = energy_label(first.energy_source, measured)
+        jpt = medians["joules_per_token"]
+        energy = (
+            f"{jpt:.3g} J/token{'' if measured else f' ({label})'}"
+            if jpt is not None
             else "energy unavailable"
         )
-        mfu = f"MFU {r.mfu:.1%}" if r.mfu is not None else "MFU n/a"
-        line += f"  {r.tokens_per_s:,.0f} tok/s  {jpt}  {mfu}"
+        mfu = f"MFU {medians['mfu']:.1%}" if medians["mfu"] is not None else "MFU n/a"
+        tps = medians["tokens_per_s"]
+        line += f"  {tps:,.0f} tok/s  {escape(energy)}  {mfu}  (median of {len(repeats)} repeats)"
+        trust = Trust.of(
+            {
+                "energy_source": first.energy_source,
+                "energy_measured": measured,
+                "contended": contended,
+                "others_busy_cores": others_busy_cores,
+                "other_greenbench": other_greenbench,
+                "idle_power_w": first.idle_power_w,
+                "n_idle_unreliable": sum(bool(getattr(r, "idle_note", "")) for r in repeats),
+            },
+            n_repeats=len(repeats),
+        )
+        if trust.mark():
+            line += f"  [yellow]{escape(trust.mark())}[/yellow]"
     if error:
         line += f"  [red]{escape(str(error))}[/red]"
     return line

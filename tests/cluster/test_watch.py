@@ -143,3 +143,40 @@ def test_a_local_job_not_over_in_time_is_stopped_as_submitit_cancels(
 ) -> None:
     cancels = stop(one_running_local_job(tmp_path), monkeypatch, [{"running": 1}] * 3, wait_s=0.0)
     assert cancels == [("j0", False), ("j0", True)]
+
+
+def test_a_collected_job_s_line_is_the_stored_median_with_its_trust(tmp_path: Path) -> None:
+    """The line a collected configuration gets is the one `greenbench run` prints: the medians
+    stored for it (not one repeat) and its trust markers, read back from the database."""
+    from dataclasses import replace
+
+    from greenbench.results import RepeatResult, RunOutcome
+    from greenbench.store import Store
+
+    db = tmp_path / "g.duckdb"
+    row = {
+        "run_id": "aaaaaaaaaaaa", "workload": "w", "config_name": "c0", "config": {},
+        "model_family": "transformer", "model_size": "tiny", "strategy": "single",
+        "layout": "dp1", "device": "cpu", "device_type": "cpu:test", "nproc": 1, "nnodes": 1,
+        "precision": "fp32", "seq_len": 64, "lengths": "fixed",
+    }  # fmt: skip
+    one = RepeatResult(
+        repeat=0, tokens=790, seconds=10.0, tokens_per_s=79.0, energy_source="estimate",
+        energy_measured=False, energy_j=280.45, energy_net_j=None, energy_gpu_j=None,
+        energy_cpu_j=None, energy_dram_j=None, idle_power_w=None, joules_per_token=0.355,
+        net_joules_per_token=None, flops=1e9, mfu=0.05, peak_mem_bytes=1, step_time_p50_s=0.5,
+        step_time_p95_s=0.6, wait_fraction=0.0, wait_energy_j=None, co2_g=None, loss=1.0,
+    )  # fmt: skip
+    repeats = [one, replace(one, repeat=1, tokens_per_s=58.0, joules_per_token=0.5501)]
+    with Store(db) as store:
+        store.begin_run(row)
+        store.finish_run(
+            "aaaaaaaaaaaa", RunOutcome("ok", repeats, contended=True, others_busy_cores=0.7)
+        )
+    job = JobRecord(array="a", index=0, specs=[{}], run_ids=["aaaaaaaaaaaa"], names=["c0"],
+                    keys=[["k", None]])  # fmt: skip
+    ((line, (name, status, _)),) = watch.job_lines(db, job)
+    text = " ".join(line.split())
+    assert (name, status) == ("c0", "ok")
+    assert "0.453 J/token" in text and "79 tok/s" not in text
+    assert "⚠ contended" in text and "min–max of 2" in text
