@@ -1,5 +1,6 @@
 """Read-only queries over the results database: listings, one run in full, power samples,
-unfinished runs, export and an integrity check."""
+unfinished runs, export and an integrity check. One run's results and the export read MFU
+against the machine's peak, the run's own beside it (`greenbench.store.views`)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pandas as pd
 
 from greenbench.errors import OutputError, StoreError
 from greenbench.outputs import atomic_file, resolve_target
-from greenbench.store import writer
+from greenbench.store import views, writer
 from greenbench.store.connection import _fetch_dicts, _read, read_every_table, read_frame
 
 
@@ -52,7 +53,9 @@ def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd
 
 def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
     """One run row (JSON columns parsed) with ``results`` and ``rank_results`` as lists of
-    dicts; ``run_id`` may be a unique prefix. Unknown or ambiguous → StoreError."""
+    dicts; ``run_id`` may be a unique prefix. Unknown or ambiguous → StoreError. MFU is read
+    against the run's machine's peak, which the row carries with whether its own agrees
+    (``peak_flops_machine``, ``peak_consistent``, ``peak_note``: `greenbench.store.views`)."""
     if not run_id:
         raise StoreError("get_run needs a run id (or a unique prefix of one)")
 
@@ -69,9 +72,8 @@ def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
             ids = ", ".join(r["run_id"] for r in runs[:5])
             raise StoreError(f"run id prefix {run_id!r} is ambiguous: matches {ids}")
         run, rid = runs[0], runs[0]["run_id"]
-        run["results"] = _fetch_dicts(
-            con, "SELECT * FROM results WHERE run_id = ? ORDER BY repeat", [rid]
-        )
+        run["results"] = _fetch_dicts(con, _results_sql(con), [rid])
+        run |= _fetch_dicts(con, views.RUN_PEAK, [rid])[0]
         run["rank_results"] = _fetch_dicts(
             con, "SELECT * FROM rank_results WHERE run_id = ? ORDER BY repeat, rank", [rid]
         )
@@ -84,6 +86,19 @@ def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
         return run
 
     return _read(Path(db_path), query, timeout_s=8.0)
+
+
+def _results_sql(con: duckdb.DuckDBPyConnection) -> str:
+    """A run's results, their columns as stored but MFU read against its machine's peak
+    (`views.results_of_run_sql`; the run's `views.PEAK_COLUMNS` go on the run); as stored in
+    a database older than the MFU notes (read-only readers do not migrate)."""
+    if "mfu_note" not in _columns(con, "results"):
+        return "SELECT * FROM results WHERE run_id = ? ORDER BY repeat"
+    return views.results_of_run_sql(exclude=(), extra=False)
+
+
+def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
+    return {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
 
 
 def power_samples(db_path: str | Path, run_id: str) -> pd.DataFrame:
@@ -120,12 +135,17 @@ def export(db_path: str | Path, fmt: str, out: str | Path, *, force: bool = Fals
     target = resolve_target(target, kind="file", force=force)
     if Path(db_path).exists() and target.exists() and target.samefile(db_path):
         raise OutputError(f"{target} is the results database itself: export to another file")
+    results = "re.* EXCLUDE (run_id, energy_source, energy_measured)"
+    peaks = ""
+    if "mfu_note" in _read(Path(db_path), lambda con: _columns(con, "results"), timeout_s=8.0):
+        # MFU against the machine's peak, the run's own beside it (views' module docstring)
+        results = views.mfu_star("re", "ru", "p", ("run_id", "energy_source", "energy_measured"))
+        peaks = f" LEFT JOIN {views.MACHINE_PEAKS} p USING (run_id)"
     sql = (
         "SELECT ru.* EXCLUDE (energy_source, energy_measured), "
         "COALESCE(re.energy_source, ru.energy_source) AS energy_source, "
         "COALESCE(re.energy_measured, ru.energy_measured) AS energy_measured, "
-        "re.* EXCLUDE (run_id, energy_source, energy_measured) "
-        "FROM runs ru LEFT JOIN results re USING (run_id) "
+        f"{results} FROM runs ru LEFT JOIN results re USING (run_id){peaks} "
         "ORDER BY ru.started_at, ru.run_id, re.repeat"
     )
     # DuckDB's COPY writes doubles at full precision and JSON columns as nested JSON

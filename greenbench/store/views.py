@@ -1,6 +1,21 @@
 """Named read queries over the results database, for the readers that are not the store: REF
 resolution (compare, report), the dashboard, and `--resume`. The store package holds all SQL;
-readers run these through `read_frame` (read-only, open-query-close)."""
+readers run these through `read_frame` (read-only, open-query-close).
+
+**MFU is read against one peak per machine and thread count.** A CPU's peak is a GEMM calibration
+(`greenbench.hardware.cpu_peak`) and each run stores the one it was given, which load on the
+machine may have pulled down: two runs of one configuration stored 1.04e10 and 4.21e10 FLOP/s,
+MFU 17.9 % and 6.1 %, and could not be pooled. So every reader here reads ``mfu`` against the
+**machine's peak**: the highest calibration any run stored for the same host, CPU model, logical
+cores, threads per rank (cores ÷ ranks per node, as the launcher sets them) and precision (a
+calibration can only come out too low, never too high), recomputed at read time from the stored
+FLOPs, seconds and devices (`MACHINE_PEAKS`, `mfu_columns`). The run's own figure stays stored
+and readable (``mfu_own_peak``); where its stored peak is lower than the machine's,
+``peak_consistent`` is false and ``peak_note`` and ``mfu_note`` say so, with both peaks. An MFU
+above 1 against the machine's peak is unknown (NULL) with its reason, never shown or clamped.
+GPU runs (datasheet peaks) and a user's own loop or process (whose thread count is torch's own,
+not stored) read their stored MFU unchanged, ``peak_consistent`` NULL (not checked).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +35,67 @@ RESULT_TABLE_COLUMNS = frozenset(
     }
 )  # fmt: skip
 
+#: ``hardware.cpu_peak.CPU_GEMM_SOURCE`` (the store imports no torch)
+CPU_CALIBRATION = "cpu-gemm-calibration"
+#: the ``strategy`` of runs whose threads per rank the store cannot tell (a user's own loop or
+#: whole process, at torch's own thread count): never pooled with another run's peak
+UNPOOLED_STRATEGIES = ("own-loop", "whole-process")
+
+#: per run with a CPU calibration: its machine (cpu, cores, threads per rank, precision) and the
+#: machine's peak, the highest calibration any run stored for it (module docstring)
+MACHINE_PEAKS = (
+    "(SELECT run_id, cpu, threads, precision, max(peak_flops) OVER (PARTITION BY machine)"
+    " AS machine_peak FROM (SELECT run_id, peak_flops, precision,"
+    " json_extract_string(hardware, '$.cpu_model') AS cpu,"
+    " TRY_CAST(json_extract_string(hardware, '$.logical_cores') AS INTEGER) AS cores,"
+    " greatest(1, cores // nproc) AS threads,"
+    " concat_ws('|', host, cpu, cores, threads, precision) AS machine"
+    f" FROM runs WHERE peak_flops_source = '{CPU_CALIBRATION}' AND peak_flops > 0"
+    f" AND nproc > 0 AND strategy NOT IN ({', '.join(repr(s) for s in UNPOOLED_STRATEGIES)}))"
+    " WHERE cpu IS NOT NULL AND cores > 0)"
+)
+#: the columns `mfu_columns` reads (beside the stored results and runs columns)
+MFU_COLUMNS = frozenset(
+    {"mfu", "mfu_note", "mfu_own_peak", "peak_flops_machine", "peak_consistent", "peak_note"}
+)
+#: those of them that belong to a run, not to one repeat
+PEAK_COLUMNS = ("peak_flops_machine", "peak_consistent", "peak_note")
+
+
+def mfu_columns(x: str = "x", r: str = "r", p: str = "p") -> dict[str, str]:
+    """SQL of each `MFU_COLUMNS` column, for results aliased ``x``, runs ``r`` and
+    `MACHINE_PEAKS` ``p`` (left-joined on run_id): MFU against the machine's peak (module
+    docstring). `PEAK_COLUMNS` read runs and ``p`` only."""
+    lower = f"({p}.machine_peak > {r}.peak_flops)"  # the run's stored peak is below its machine's
+    differs = f"({lower} AND {x}.flops > 0)"
+    achieved = f"({x}.flops / ({x}.seconds * {r}.nproc * {r}.nnodes))"
+    read = f"({achieved} / {p}.machine_peak)"
+    machine = (
+        f"printf('%.3g FLOP/s, the highest CPU calibration stored for this machine (%s, %d "
+        f"threads per rank, %s)', {p}.machine_peak, {p}.cpu, {p}.threads, {p}.precision)"
+    )
+    own = (
+        f"printf('this run stored a peak of %.3g FLOP/s (a calibration comes out low when other "
+        f"processes hold cores, never high)', {r}.peak_flops)"
+    )
+    stored = f"coalesce(printf('%.1f%%', {x}.mfu * 100), 'unknown')"
+    return {
+        "mfu": f"CASE WHEN {differs} THEN CASE WHEN {read} <= 1 THEN {read} END ELSE {x}.mfu END",
+        "mfu_note": (
+            f"CASE WHEN {differs} THEN concat_ws('; ', CASE WHEN {read} > 1 THEN "
+            f"printf('MFU unknown: %.0f%% of the machine''s peak, above every calibration "
+            f"stored for it', {read} * 100) END, 'MFU against ' || {machine}, {own} || "
+            f"', which gave MFU ' || {stored}, nullif({x}.mfu_note, '')) ELSE {x}.mfu_note END"
+        ),
+        "mfu_own_peak": f"{x}.mfu",
+        "peak_flops_machine": f"coalesce({p}.machine_peak, {r}.peak_flops)",
+        "peak_consistent": (
+            f"CASE WHEN {p}.machine_peak IS NOT NULL THEN {r}.peak_flops >= {p}.machine_peak END"
+        ),
+        "peak_note": f"CASE WHEN {lower} THEN {own} || '; MFU is read against ' || {machine} END",
+    }
+
+
 #: how a REF may name runs: one placeholder each
 MATCHES = {
     "run": "r.run_id = ?",
@@ -32,16 +108,24 @@ MATCHES = {
 
 def ok_repeats_sql(columns: Sequence[str], match: str | None = None) -> str:
     """One row per repeat of every ``ok`` run (those a `MATCHES` condition names, if given),
-    oldest first; each column is taken from the results table if it has one, else from runs."""
+    oldest first; each column is taken from the results table if it has one, else from runs,
+    but `MFU_COLUMNS` are read against the machine's peak (module docstring)."""
     for column in columns:
         if not column.replace("_", "").isalnum():
             raise ValueError(f"not a column name: {column!r}")
     if match is not None and match not in MATCHES:
         raise ValueError(f"unknown match {match!r}; known: {', '.join(MATCHES)}")
-    select = ", ".join(f"x.{c}" if c in RESULT_TABLE_COLUMNS else f"r.{c}" for c in columns)
+    read = mfu_columns()
+    select = ", ".join(
+        f"{read[c]} AS {c}" if c in MFU_COLUMNS
+        else f"x.{c}" if c in RESULT_TABLE_COLUMNS
+        else f"r.{c}"
+        for c in columns
+    )  # fmt: skip
+    peaks = f" LEFT JOIN {MACHINE_PEAKS} p USING (run_id)" if MFU_COLUMNS & set(columns) else ""
     where = " AND " + MATCHES[match] if match else ""
     return (
-        f"SELECT {select} FROM runs r JOIN results x USING (run_id)"
+        f"SELECT {select} FROM runs r JOIN results x USING (run_id){peaks}"
         f" WHERE r.status = 'ok'{where} ORDER BY r.started_at, x.repeat"
     )
 
@@ -56,8 +140,40 @@ RUNS_OF_CONFIG = (
     " WHERE config_key = ? ORDER BY started_at DESC"
 )
 RUN_RECORD = "SELECT * FROM runs WHERE run_id = ?"
-RUN_RESULTS = (
-    "SELECT * EXCLUDE (run_id, step_times_s) FROM results WHERE run_id = ? ORDER BY repeat"
+
+
+def mfu_star(
+    x: str = "x", r: str = "r", p: str = "p", exclude: Sequence[str] = (), extra: bool = True
+) -> str:
+    """``x.*`` (the results columns but ``exclude``) with MFU read against the machine's peak
+    and (``extra``) the other `MFU_COLUMNS` beside, for a query joining runs ``r`` and
+    `MACHINE_PEAKS` ``p``."""
+    read = mfu_columns(x, r, p)
+    more = "".join(f", {read[c]} AS {c}" for c in sorted(MFU_COLUMNS - {"mfu", "mfu_note"}))
+    dropped = f" EXCLUDE ({', '.join(exclude)})" if exclude else ""
+    return f"{x}.*{dropped} REPLACE ({read['mfu']} AS mfu, {read['mfu_note']} AS mfu_note)" + (
+        more if extra else ""
+    )
+
+
+def results_of_run_sql(
+    exclude: Sequence[str] = ("run_id", "step_times_s"), extra: bool = True
+) -> str:
+    """Every repeat of one run (``?``: its exact id): its results columns but ``exclude``, MFU
+    read against the machine's peak (`mfu_star`). Needs a results table with ``mfu_note``
+    (schema version 4 on)."""
+    return (
+        f"SELECT {mfu_star(exclude=exclude, extra=extra)} FROM results x JOIN runs r "
+        f"USING (run_id) LEFT JOIN {MACHINE_PEAKS} p USING (run_id) WHERE x.run_id = ? "
+        "ORDER BY x.repeat"
+    )
+
+
+RUN_RESULTS = results_of_run_sql()
+#: one run's `PEAK_COLUMNS` (``?``: its exact id)
+RUN_PEAK = (
+    f"SELECT {', '.join(f'{mfu_columns()[c]} AS {c}' for c in PEAK_COLUMNS)} FROM runs r "
+    f"LEFT JOIN {MACHINE_PEAKS} p USING (run_id) WHERE r.run_id = ?"
 )
 RANK_RESULTS = "SELECT * EXCLUDE (run_id) FROM rank_results WHERE run_id = ? ORDER BY repeat, rank"
 POWER_SAMPLES = (
