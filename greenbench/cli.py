@@ -499,6 +499,12 @@ def status(db: Path | None, wait: bool, poll_s: float) -> None:
 )
 @click.option("--strict", is_flag=True, help="exit 4 when a comparison is inconclusive or unstable")
 @click.option(
+    "--allow-contended",
+    is_flag=True,
+    help="judge runs stored contended (the machine was shared) instead of calling them "
+    "inconclusive",
+)
+@click.option(
     "--format",
     "fmt",
     type=click.Choice(["table", "markdown", "json"]),
@@ -516,11 +522,15 @@ def compare(
     thresholds: tuple[str, ...],
     alpha: float,
     strict: bool,
+    allow_contended: bool,
     fmt: str,
     history: bool,
     db: Path | None,
 ) -> None:
-    """Did the candidate regress against the baseline? Exit 0 ok, 3 regression, 4 inconclusive."""
+    """Did the candidate regress against the baseline? Exit 0 ok, 3 regression, 4 inconclusive.
+
+    A comparison with a run that shared the machine (stored contended) is inconclusive, never a
+    regression or an improvement, unless --allow-contended."""
     from greenbench.compare import compare_cli
 
     sys.exit(
@@ -534,6 +544,7 @@ def compare(
             strict,
             fmt,
             history,
+            allow_contended=allow_contended,
         )
     )
 

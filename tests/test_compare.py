@@ -252,6 +252,81 @@ def test_metric_names() -> None:
         parse_metrics("watts")
 
 
+# --- contended results --------------------------------------------------------------------------
+
+
+def test_a_contended_side_is_inconclusive_never_a_regression_or_an_improvement() -> None:
+    base = frame(np.linspace(1.0, 1.02, 7), run_id=[f"b{i}" for i in range(7)])
+    slower = frame(np.linspace(1.2, 1.22, 7), run_id=[f"c{i}" for i in range(7)])
+    faster = frame(np.linspace(0.8, 0.82, 7), run_id=[f"c{i}" for i in range(7)])
+    busy = [True, False, False, False, False, False, False]  # one run of seven shared the machine
+    for cand in (slower.assign(contended=busy), faster.assign(contended=busy)):
+        v = compare(base.assign(contended=False), cand)
+        (row,) = v.rows
+        assert row.status == "inconclusive" and row.symbol == "?" and row.contended
+        assert row.note.startswith("contended: candidate 1 of 7 runs")
+        assert "--allow-contended" in row.note
+        assert v.exit_code == 0 and compare(base, cand, strict=True).exit_code == 4
+    # the baseline side counts the same; a run not watched (NULL, an old run) is not contended
+    v = compare(base.assign(contended=busy), slower.assign(contended=None), strict=True)
+    assert v.rows[0].status == "inconclusive" and "baseline 1 of 7 runs" in v.rows[0].note
+    assert v.exit_code == 4
+    assert compare(base.assign(contended=None), slower).rows[0].status == "regression"
+
+
+def test_allow_contended_judges_contended_rows_and_says_so() -> None:
+    base = frame(np.linspace(1.0, 1.02, 7))
+    cand = frame(np.linspace(1.2, 1.22, 7), contended=True)
+    v = compare(base, cand, allow_contended=True)
+    (row,) = v.rows
+    assert row.status == "regression" and v.exit_code == 3 and row.contended
+    assert "contended (allowed): candidate 1 of 1 runs" in row.note
+    md = render_markdown(v)
+    assert "estimate · ⚠ contended" in md and "regression: contended (allowed)" in md
+
+
+def test_history_mode_leaves_contended_history_out_and_a_contended_new_result_undecided() -> None:
+    rng = np.random.default_rng(9)
+    hist = history_frame(12, rng)
+    hist["contended"] = hist["run_id"].isin({"h0", "h1"})
+    slow = frame(rng.lognormal(np.log(1.10), 0.02, 3), run_id="new",
+                 started_at=datetime(2026, 3, 1))  # fmt: skip
+    v = compare_history(hist, slow)
+    assert v.rows[0].status == "regression" and v.rows[0].n_baseline == 10
+    assert "2 contended history runs left out" in v.rows[0].note
+    busy = compare_history(hist, slow.assign(contended=True), strict=True)
+    assert busy.rows[0].status == "inconclusive" and busy.exit_code == 4
+    allowed = compare_history(hist, slow.assign(contended=True), allow_contended=True)
+    assert allowed.rows[0].status == "regression" and allowed.rows[0].n_baseline == 12
+
+
+def test_compare_cli_allow_contended_over_a_database(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from greenbench.cli import main
+
+    flat = list(np.linspace(1.0, 1.02, 7))
+    path = make_db(
+        tmp_path / "c.duckdb",
+        [
+            {"run_id": "aaaa00000001", "label": "base", "values": flat},
+            {"run_id": "bbbb00000002", "label": "head", "values": [v * 1.2 for v in flat]},
+        ],
+    )
+    con = duckdb.connect(str(path))  # the column a migrated database has
+    con.execute("ALTER TABLE runs ADD COLUMN contended BOOLEAN")
+    con.execute("UPDATE runs SET contended = (label = 'head')")
+    con.close()
+    args = ["compare", "--baseline", "base", "--candidate", "head", "--db", str(path)]
+    judged = CliRunner().invoke(main, [*args, "--strict", "--format", "json"])
+    assert judged.exit_code == 4, judged.output
+    (row,) = json.loads(judged.output)["rows"]
+    assert row["status"] == "inconclusive" and row["contended"] is True
+    assert row["note"].startswith("contended: candidate 1 of 1 runs")
+    allowed = CliRunner().invoke(main, [*args, "--strict", "--allow-contended"])
+    assert allowed.exit_code == 3, allowed.output
+
+
 # --- history mode -----------------------------------------------------------------------------
 
 

@@ -71,6 +71,9 @@ def recipe(repo: Path, work: Path, base: str, head: str, **env: str) -> subproce
     settings = {
         "SUITE": "energy.toml",
         "THRESHOLD": "25%",
+        # these runs share a busy test machine on purpose (interleaving and a 25 % threshold
+        # answer that), so runs stored contended are judged rather than called inconclusive
+        "ALLOW_CONTENDED": "1",
         "INSTALL": "no",
         "PYTHON": sys.executable,
         "WORK": str(work),

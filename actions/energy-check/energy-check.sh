@@ -2,8 +2,9 @@
 # Did this change make training cost more joules per token? greenbench's CI recipe for a
 # repository that is not greenbench: one greenbench (installed once, pinned), the repository's own
 # suite run at the base and at the head commit interleaved on this machine, then `greenbench
-# compare` judges head against base. Exit status: 0 ok, 3 a regression, 4 inconclusive or
-# unstable (only with STRICT=1), 2 bad input. What GitHub's composite action (action.yml beside
+# compare` judges head against base. Exit status: 0 ok, 3 a regression, 4 inconclusive (too few
+# repeats, or a run stored contended: the machine was shared) or unstable (only with STRICT=1),
+# 2 bad input. What GitHub's composite action (action.yml beside
 # this file) runs, and what any other CI system can run as it is (docs/user-workloads.md).
 #
 # usage: energy-check.sh BASE_REF [HEAD_REF]      (inside a clone holding both commits)
@@ -15,6 +16,8 @@
 #   THRESHOLD   the smallest change that counts as a regression (default 5%)
 #   METRICS     the metrics judged (default: joules_per_token tokens_per_s)
 #   STRICT      1: an inconclusive or unstable verdict fails too (exit 4)
+#   ALLOW_CONTENDED  1: judge runs stored contended (another process shared the machine)
+#               instead of calling their comparisons inconclusive (default: 0, they are)
 #   INSTALL     auto (default): a commit whose root has pyproject.toml or setup.py is installed
 #               (without dependencies) into a folder of its own, first on PYTHONPATH, so its
 #               entry points register and its version is recorded; no: its root goes on
@@ -88,6 +91,7 @@ done
 args=(--db "$DB" --baseline base --candidate head --threshold "$THRESHOLD" --format markdown)
 for metric in $METRICS; do args+=(--metric "$metric"); done
 [ "${STRICT:-0}" = 1 ] && args+=(--strict)
+[ "${ALLOW_CONTENDED:-0}" = 1 ] && args+=(--allow-contended)
 status=0
 "$PYTHON" -m greenbench compare "${args[@]}" >"$WORK/verdict.md" || status=$?
 cat "$WORK/verdict.md"

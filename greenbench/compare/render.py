@@ -1,7 +1,8 @@
 """Print a Verdict: terminal table (rich), Markdown (GitHub step summary) or JSON.
 
 Symbols: ``+`` worse (a regression), ``-`` better (an improvement), ``~`` no significant change,
-``?`` inconclusive; ``!`` marks an unstable row (CV above the cap).
+``?`` inconclusive; ``!`` marks an unstable row (CV above the cap), and the trust model's
+``⚠ contended`` beside the energy label a row with a run that shared the machine.
 
 REFs, labels, configuration names and reasons come from users and databases: the terminal table
 prints them as plain ``Text`` or ``escape``d (a label ``[/bold] x`` is shown as written, never read
@@ -24,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from greenbench.compare.verdict import Row, Verdict
+from greenbench.vocabulary.trust import CONTENDED
 
 _STYLE = {"+": "bold red", "-": "green", "~": "dim", "?": "yellow"}
 _HEADERS = (
@@ -52,7 +54,7 @@ def cells(row: Row, mode: str = "samples") -> list[str]:
         row.workload,
         f"{row.config_name} {row.layout}".strip(),
         f"{row.metric} {arrow}",
-        row.energy_label,
+        row.energy_label + (f" · {CONTENDED}" if row.contended else ""),
         f"{base_label}/{row.n_candidate}",
         _num(row.baseline_median),
         _num(row.candidate_median),
@@ -131,7 +133,8 @@ def render_markdown(verdict: Verdict) -> str:
         lines += ["", *[f"- note: {n}" for n in verdict.notes]]
     lines += [
         "",
-        f"`+` worse, `-` better, `~` not significant, `?` inconclusive, `!` unstable. "
+        f"`+` worse, `-` better, `~` not significant, `?` inconclusive, `!` unstable, "
+        f"`{CONTENDED}` a run shared the machine. "
         f"{rule_line(verdict)}. Exit code {verdict.exit_code}.",
         "",
     ]

@@ -13,6 +13,12 @@ repeats are too few for any p-value to reach α (the smallest exact p is 1/C(n+m
 Holm factor) the row is *inconclusive: need more repeats*, never a silent pass. A side whose
 coefficient of variation exceeds ``cv_cap`` is flagged unstable.
 
+A result measured while the machine was shared (``runs.contended``; `greenbench.vocabulary.trust`)
+is never called a regression or an improvement: a comparison with a contended run on either side
+is *inconclusive: contended* (exit 4 under ``strict``) unless ``allow_contended`` says to judge it
+anyway, and the note then says it was contended. In history mode contended history runs are left
+out of the history (unless allowed), and a contended new result is inconclusive.
+
 Only like is compared with like: rows are grouped by ``refs.KEY_COLUMNS`` (config hash, energy
 source and whether it was measured, device type and count, precision), so a measured energy is
 never compared with an estimate, nor a simulated run (energy source ``model``, its own device
@@ -52,6 +58,7 @@ from greenbench.compare.verdict import (
 from greenbench.errors import SpecError
 from greenbench.reporting.refs import KEY_COLUMNS
 from greenbench.vocabulary import is_simulated
+from greenbench.vocabulary.trust import missing
 
 
 def compare(
@@ -63,11 +70,14 @@ def compare(
     alpha: float = DEFAULT_ALPHA,
     cv_cap: float = DEFAULT_CV_CAP,
     strict: bool = False,
+    allow_contended: bool = False,
 ) -> Verdict:
     """Judge every configuration present on both sides, one row per (configuration, metric).
 
     Both frames hold one row per repeat with the ``refs.KEY_COLUMNS`` and the metric columns
-    (as ``refs.load_ref`` returns them).
+    (as ``refs.load_ref`` returns them), and ``contended`` where known (a missing column or a
+    NULL reads as not contended: not watched). ``allow_contended``: judge comparisons with a
+    contended run as any other (they say so) instead of calling them inconclusive.
     """
     chosen = [resolve_metric(m) for m in metrics]
     base_groups, cand_groups = _groups(baseline), _groups(candidate)
@@ -81,10 +91,11 @@ def compare(
             if len(xb) and len(xc):
                 p_w = stats.mannwhitney_greater(worse, better)[1]
                 p_b = stats.mannwhitney_greater(better, worse)[1]
-            pending.append(
-                _row_fields(c, metric, delta, xb, xc, p_w, p_b, stats.min_p_value(len(xb), len(xc)))
+            fields = _row_fields(
+                c, metric, delta, xb, xc, p_w, p_b, stats.min_p_value(len(xb), len(xc))
             )
-    rows = _decide(pending, alpha, cv_cap, floor_from_min_p=True)
+            pending.append(fields | _contention(b, c))
+    rows = _decide(pending, alpha, cv_cap, floor_from_min_p=True, allow_contended=allow_contended)
     return Verdict(
         rows=tuple(rows),
         mismatches=tuple(_mismatches(baseline, candidate, base_groups, cand_groups)),
@@ -104,12 +115,15 @@ def compare_history(
     cv_cap: float = DEFAULT_CV_CAP,
     strict: bool = False,
     window: int = HISTORY_WINDOW,
+    allow_contended: bool = False,
 ) -> Verdict:
     """Judge a new result against the last ≤ ``window`` results of each configuration.
 
     A history "result" is one run: the median of its repeats. The candidate's value is the
     median of its repeats; its p-value comes from the one-sided Student-t prediction interval of
-    the log history (``stats.log_t_prediction``), Holm-corrected across rows.
+    the log history (``stats.log_t_prediction``), Holm-corrected across rows. Contended history
+    runs are left out (the row says how many) and a contended new result is inconclusive, unless
+    ``allow_contended``.
     """
     chosen = [resolve_metric(m) for m in metrics]
     hist_groups, cand_groups = _groups(history), _groups(candidate)
@@ -121,6 +135,11 @@ def compare_history(
         if h is None:
             mismatches.append(Mismatch("candidate only", *_describe(c), "no history"))
             continue
+        left_out = 0
+        if not allow_contended:
+            busy = _contended_mask(h)
+            left_out = h.loc[busy, "run_id"].nunique()
+            h = h[~busy]
         order = h.groupby("run_id")["started_at"].min().sort_values()
         recent = h[h["run_id"].isin(order.index[-window:])]
         for metric in chosen:
@@ -136,8 +155,13 @@ def compare_history(
             fields = _row_fields(c, metric, delta, xh, xc, p_w, p_b, 0.0)
             if len(xh) < HISTORY_MIN:
                 fields["note"] = f"need ≥ {HISTORY_MIN} history results, have {len(xh)}"
-            pending.append(fields)
-    rows = _decide(pending, alpha, cv_cap, floor_from_min_p=False)
+            if left_out:
+                runs = "run" if left_out == 1 else "runs"
+                fields["note"] = "; ".join(
+                    filter(None, [fields["note"], f"{left_out} contended history {runs} left out"])
+                )
+            pending.append(fields | _contention(h.iloc[0:0], c))
+    rows = _decide(pending, alpha, cv_cap, floor_from_min_p=False, allow_contended=allow_contended)
     return Verdict(
         rows=tuple(rows),
         mismatches=tuple(mismatches),
@@ -188,8 +212,32 @@ def _row_fields(
     }
 
 
+def _contended_mask(group: pd.DataFrame) -> pd.Series:
+    """Which repeat rows come from runs stored contended (NULL, or no column: not watched)."""
+    if "contended" not in group.columns:
+        return pd.Series(False, index=group.index)
+    return group["contended"].map(lambda v: v is True or (not missing(v) and bool(v)))
+
+
+def _contention(b: pd.DataFrame, c: pd.DataFrame) -> dict[str, Any]:
+    """``contended`` and the note saying which side's runs were, for one comparison."""
+    parts = []
+    for side, group in (("baseline", b), ("candidate", c)):
+        busy = _contended_mask(group)
+        if busy.any():
+            runs = group["run_id"] if "run_id" in group.columns else pd.Series(range(len(group)))
+            n_busy, n = runs[busy.to_numpy()].nunique(), runs.nunique()
+            parts.append(f"{side} {n_busy} of {n} runs")
+    return {"contended": bool(parts), "contended_note": ", ".join(parts)}
+
+
 def _decide(
-    pending: list[dict[str, Any]], alpha: float, cv_cap: float, *, floor_from_min_p: bool
+    pending: list[dict[str, Any]],
+    alpha: float,
+    cv_cap: float,
+    *,
+    floor_from_min_p: bool,
+    allow_contended: bool = False,
 ) -> list[Row]:
     """Apply Holm across the call, then the rule, to the collected rows."""
     adj_worse = stats.holm([p["p_worse"] for p in pending])
@@ -207,7 +255,14 @@ def _decide(
         # minimum, and never below k × the family's smallest minimum (Holm's first step)
         floor = max(fields["min_p"], k * smallest) if floor_from_min_p else 0.0
         note = fields.pop("note")
-        if math.isnan(ratio) or math.isnan(fields["p_worse"]):
+        busy = fields.pop("contended_note", "")
+        if busy and not allow_contended:
+            status = "inconclusive"
+            note = "; ".join(
+                filter(None, [f"contended: {busy} shared the machine (--allow-contended judges "
+                              "them anyway)", note])
+            )  # fmt: skip
+        elif math.isnan(ratio) or math.isnan(fields["p_worse"]):
             status, note = "inconclusive", note or "no values to compare"
         elif worse and pw < alpha:
             status = "regression"
@@ -225,6 +280,8 @@ def _decide(
             status = "unchanged"
             if (worse or better) and not note:
                 note = f"beyond ±{d:.0%} but not significant (p={min(pw, pb):.3g})"
+        if busy and allow_contended:
+            note = "; ".join(filter(None, [f"contended (allowed): {busy}", note]))
         cvs = (fields["cv_baseline"], fields["cv_candidate"])
         unstable = any(cv > cv_cap for cv in cvs if not math.isnan(cv))
         if unstable:

@@ -1,7 +1,8 @@
 """``greenbench compare`` behind the click layer: parse options, load REFs, judge, print.
 
-``compare_cli`` returns the process exit code (0 ok, 3 regression, 4 inconclusive/unstable with
-``strict``, 2 usage error) and prints one line on stderr for a usage error.
+``compare_cli`` returns the process exit code (0 ok, 3 regression, 4 inconclusive (a contended
+run included) or unstable with ``strict``, 2 usage error) and prints one line on stderr for a
+usage error.
 """
 
 from __future__ import annotations
@@ -46,6 +47,7 @@ def compare_cli(
     cv_cap: float = DEFAULT_CV_CAP,
     window: int = HISTORY_WINDOW,
     out: TextIO | None = None,
+    allow_contended: bool = False,
 ) -> int:
     """Run one comparison and print it; returns the exit code.
 
@@ -54,7 +56,8 @@ def compare_cli(
     fsdp-vs-odc:joules_per_token=8%"`` (keys: metric, workload, or workload:metric).
     ``history``: judge the newest run of each configuration ``candidate`` names against the
     last ``window`` other runs of that configuration under ``baseline`` (usually the branch
-    label, e.g. ``main``; it may name the candidate too).
+    label, e.g. ``main``; it may name the candidate too). ``allow_contended``: judge runs that
+    shared the machine instead of calling their comparisons inconclusive.
     """
     out = out or sys.stdout
     try:
@@ -81,7 +84,10 @@ def compare_cli(
         base = base[~base["run_id"].isin(set(cand["run_id"]))]
         if base.empty:
             raise SpecError(f"baseline {baseline!r} names only the candidate's own runs")
-        kwargs = dict(metrics=names, delta=delta, alpha=alpha, cv_cap=cv_cap, strict=strict)
+        kwargs = dict(
+            metrics=names, delta=delta, alpha=alpha, cv_cap=cv_cap, strict=strict,
+            allow_contended=allow_contended,
+        )  # fmt: skip
         if history:
             verdict = compare_history(base, cand, window=window, **kwargs)
         else:

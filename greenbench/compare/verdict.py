@@ -1,7 +1,8 @@
 """What a comparison produces: metric directions, one Row per judged metric, the Verdict.
 
 Exit codes (``Verdict.exit_code``): 0 no regression (improvements are reported), 3 regression,
-4 inconclusive or unstable evidence (only with ``strict``). The CLI adds 2 for usage errors and
+4 inconclusive (too few repeats, no values, or a contended run) or unstable evidence (only with
+``strict``). The CLI adds 2 for usage errors and
 1 for internal errors.
 """
 
@@ -60,6 +61,8 @@ class Row:
     unstable: bool
     note: str = ""
     layout: str = ""  # e.g. "dpr1-dps2-tp1-pp1-cp1"
+    #: a run of either side shared the machine (runs.contended): inconclusive unless allowed
+    contended: bool = False
 
     @property
     def symbol(self) -> str:
@@ -117,7 +120,12 @@ class Verdict:
         if self.regressions:
             return f"REGRESSION in {len(self.regressions)} of {len(self.rows)} comparisons"
         if self.doubtful:
-            return "no regression shown, but the evidence is incomplete (inconclusive/unstable)"
+            why = (
+                "inconclusive, contended or unstable"
+                if any(r.contended and r.status == "inconclusive" for r in self.rows)
+                else "inconclusive/unstable"
+            )
+            return f"no regression shown, but the evidence is incomplete ({why})"
         return "no regression"
 
     def to_dict(self) -> dict[str, Any]:

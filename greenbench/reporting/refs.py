@@ -19,6 +19,7 @@ from pathlib import Path
 import pandas as pd
 
 from greenbench.errors import SpecError
+from greenbench.reporting.repeats import read_repeats, stored_columns
 from greenbench.store import read_frame, views
 from greenbench.vocabulary import SAME_CONFIGURATION
 
@@ -65,6 +66,12 @@ RESULT_COLUMNS = (
     "co2_g",
     "loss",
 )
+#: what the trust model reads (`greenbench.vocabulary.trust`), where the database has it: a
+#: column an older schema lacks reads as missing (unknown)
+TRUST_COLUMNS = (
+    "contended", "others_busy_cores", "other_greenbench", "simulated", "idle_power_w",
+    "idle_note", "peak_consistent", "peak_note",
+)  # fmt: skip
 # results are only ever compared within one "same configuration"
 KEY_COLUMNS = SAME_CONFIGURATION
 _REQUIRED_IN_FILES = ("run_id", "workload", *KEY_COLUMNS)
@@ -74,11 +81,15 @@ _MIN_PREFIX = 4
 
 
 def query_results(
-    db_path: str | Path, match: str | None = None, value: str | None = None
+    db_path: str | Path,
+    match: str | None = None,
+    value: str | None = None,
+    known: set[str] | None = None,
 ) -> pd.DataFrame:
-    """All repeats of ok runs, or of those ``match`` (a `views.MATCHES` name) names."""
-    sql = views.ok_repeats_sql((*RUN_COLUMNS, *RESULT_COLUMNS), match)
-    return read_frame(db_path, sql, [] if match is None else [value])
+    """All repeats of ok runs, or of those ``match`` (a `views.MATCHES` name) names, with the
+    trust columns the database has (``known``: its `repeats.stored_columns`, if read)."""
+    columns = (*RUN_COLUMNS, *RESULT_COLUMNS, *TRUST_COLUMNS)
+    return read_repeats(db_path, columns, match, value, known)
 
 
 def load_ref(db_path: str | Path, ref: str) -> pd.DataFrame:
@@ -89,13 +100,14 @@ def load_ref(db_path: str | Path, ref: str) -> pd.DataFrame:
     path = Path(ref)
     if path.suffix.lower() in {".csv", ".json", ".parquet"} or path.is_file():
         return _tag(load_exported(path), "file")
+    known = stored_columns(db_path)
     for kind in ("run", "label", "sha"):
-        df = query_results(db_path, kind, ref)
+        df = query_results(db_path, kind, ref, known)
         if len(df):
             return _tag(df, kind)
     if len(ref) >= _MIN_PREFIX:
-        by_run = query_results(db_path, "run_prefix", ref)
-        by_sha = query_results(db_path, "sha_prefix", ref)
+        by_run = query_results(db_path, "run_prefix", ref, known)
+        by_sha = query_results(db_path, "sha_prefix", ref, known)
         run_ids = sorted(set(by_run["run_id"]))
         shas = sorted(set(by_sha["git_sha"].dropna()))
         if len(run_ids) + len(shas) > 1:

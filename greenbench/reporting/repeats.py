@@ -9,19 +9,41 @@ from pathlib import Path
 import pandas as pd
 
 from greenbench.store import read_frame
-from greenbench.store.views import RESULT_TABLE_COLUMNS, RUNS_COLUMNS, ok_repeats_sql
+from greenbench.store.views import (
+    MFU_COLUMNS,
+    RESULT_TABLE_COLUMNS,
+    STORED_COLUMNS,
+    ok_repeats_sql,
+)
 from greenbench.vocabulary import energy_label
 
 
-def read_repeats(db_path: str | Path, columns: Sequence[str]) -> pd.DataFrame:
-    """One row per repeat of every ok run, with ``columns``; a column the database does not
-    have yet (an older schema) reads as missing values."""
-    known = set(read_frame(db_path, RUNS_COLUMNS)["column_name"]) | {
+def stored_columns(db_path: str | Path) -> set[str]:
+    """The columns a repeat row can take from this database (``runs`` and ``results``)."""
+    frame = read_frame(db_path, STORED_COLUMNS)
+    known = {
         c
-        for c in read_frame(db_path, RUNS_COLUMNS.replace("'runs'", "'results'"))["column_name"]
-        if c in RESULT_TABLE_COLUMNS
+        for t, c in zip(frame["table_name"], frame["column_name"], strict=True)
+        if t == "runs" or c in RESULT_TABLE_COLUMNS
     }
-    rows = read_frame(db_path, ok_repeats_sql([c for c in columns if c in known]))
+    if "mfu_note" in known:  # MFU read against the machine's peak (`greenbench.store.views`)
+        known |= MFU_COLUMNS
+    return known
+
+
+def read_repeats(
+    db_path: str | Path,
+    columns: Sequence[str],
+    match: str | None = None,
+    value: str | None = None,
+    known: set[str] | None = None,
+) -> pd.DataFrame:
+    """One row per repeat of every ok run (or of those ``match``, a `views.MATCHES` name, names
+    by ``value``), with ``columns``; a column the database does not have yet (an older schema)
+    reads as missing values. ``known``: `stored_columns`, when the caller has read them."""
+    known = stored_columns(db_path) if known is None else known
+    sql = ok_repeats_sql([c for c in columns if c in known], match)
+    rows = read_frame(db_path, sql, [] if match is None else [value])
     for column in columns:
         if column not in rows:
             rows[column] = None

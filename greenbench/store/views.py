@@ -133,6 +133,11 @@ def ok_repeats_sql(columns: Sequence[str], match: str | None = None) -> str:
 COUNT_RUNS_NAMED = "SELECT count(*) AS n FROM runs WHERE run_id = ? OR label = ? OR git_sha = ?"
 FINISHED_CONFIGS = "SELECT DISTINCT config_key, label FROM runs WHERE status = 'ok'"
 RUNS_COLUMNS = "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
+#: the columns of ``runs`` and ``results`` (readers of older schemas leave out what is missing)
+STORED_COLUMNS = (
+    "SELECT table_name, column_name FROM information_schema.columns"
+    " WHERE table_name IN ('runs', 'results') AND table_schema = 'main'"
+)
 TABLE_NAMES = "SELECT table_name FROM information_schema.tables WHERE table_schema = 'main'"
 STATUS_COUNTS = "SELECT status, count(*) AS n FROM runs GROUP BY status"
 RUNS_OF_CONFIG = (
