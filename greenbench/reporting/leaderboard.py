@@ -7,6 +7,15 @@ source ``model``, or ``simulated`` true where the rows carry that column) are ne
 leaderboard: `without_simulated` drops them before anything is pooled or ranked; the report lists
 them in a section of their own.
 
+Every leaderboard and history row carries the trust model (`greenbench.vocabulary.trust`) of the
+repeats it pools: how many of its runs were ``contended`` (and the most busy cores and other
+greenbench processes any saw), how many repeats had an unreliable idle baseline (the row's net
+J/token is then unknown, and a negative net figure, from a database never migrated, counts as one),
+whether its MFU peak agrees with its machine's (``peak_consistent``, where the rows say), the
+``interval`` its repeat count allows (a 95 % CI from 6 repeats, else the min–max range, which the
+``_ci_low``/``_ci_high`` columns then hold), and ``trust``: the markers every view prints.
+Contended rows are marked, not dropped; views let the user filter them.
+
 Why our own Pareto front instead of a library's: the dominance rule has to be exactly "≤ on
 every axis and < on at least one" (a point tied on one axis with a strictly better point is
 dropped), NaNs must drop out rather than poison the comparison, and a sort-and-sweep over two
@@ -30,6 +39,7 @@ from greenbench.vocabulary import (
     is_simulated,
 )
 from greenbench.vocabulary import METRICS as ALL_METRICS
+from greenbench.vocabulary.trust import Trust, missing
 
 #: metrics aggregated per configuration (median with a CI; peak memory: the maximum)
 METRICS: dict[str, Metric] = {name: ALL_METRICS[name] for name in LEADERBOARD_METRICS}
@@ -68,6 +78,18 @@ REPEAT_COLUMNS = (
     "co2_g",
     *(m for m in METRICS if m != "co2_g_per_mtok"),
 )
+
+#: what the trust model reads, where the rows carry it (a database older than a column, or rows
+#: built without it, read as unknown): the dashboard and the report select these when present
+TRUST_COLUMNS = (
+    "contended", "others_busy_cores", "other_greenbench", "simulated", "idle_note",
+    "peak_consistent", "peak_note",
+)  # fmt: skip
+#: what a leaderboard or history row says of its trust (module docstring)
+TRUST_FIELDS = (
+    "contended", "n_contended_runs", "others_busy_cores", "other_greenbench",
+    "n_idle_unreliable", "peak_consistent", "peak_note", "interval", "trust",
+)  # fmt: skip
 
 #: one leaderboard row per "same configuration" (settings, hardware, kind of energy figure)
 GROUP_KEYS = SAME_CONFIGURATION
@@ -136,9 +158,71 @@ def without_simulated(rows: pd.DataFrame) -> pd.DataFrame:
     return rows[~simulated_mask(rows)] if len(rows) else rows
 
 
+def _flags(values: pd.Series) -> list[bool | None]:
+    """True, False or None (NULL, NaN, NA: unknown) for each value of a boolean column."""
+    return [None if missing(v) else bool(v) for v in values]
+
+
+def unreliable_idle(rows: pd.DataFrame) -> pd.Series:
+    """Which repeats have an unreliable idle baseline: a stored ``idle_note``, or a negative net
+    figure (stored before net energy was checked, in a database never migrated)."""
+    notes = rows["idle_note"] if "idle_note" in rows else pd.Series("", index=rows.index)
+    noted = pd.Series([not missing(n) and bool(str(n)) for n in notes], index=rows.index)
+    negative = pd.Series(False, index=rows.index)
+    for column in ("net_joules_per_token", "energy_net_j"):
+        if column in rows:
+            negative |= pd.to_numeric(rows[column], errors="coerce").fillna(0.0) < 0
+    return noted | negative
+
+
+def trust_fields(group: pd.DataFrame) -> dict[str, object]:
+    """The trust of the repeats one row pools (module docstring), without ``interval`` and
+    ``trust``, which need the whole row (`with_trust`)."""
+    runs = group.drop_duplicates("run_id")
+    flags = _flags(runs["contended"]) if "contended" in runs else []
+    n_contended = sum(f is True for f in flags)
+    contended = True if n_contended else False if any(f is False for f in flags) else None
+
+    def most(column: str) -> float:
+        values = pd.to_numeric(runs[column], errors="coerce") if column in runs else None
+        return math.nan if values is None or values.isna().all() else float(values.max())
+
+    peaks = _flags(runs["peak_consistent"]) if "peak_consistent" in runs else []
+    consistent = False if False in peaks else True if True in peaks else None
+    notes = runs["peak_note"] if "peak_note" in runs else pd.Series(dtype=object)
+    note = next((str(n) for n in notes if not missing(n) and str(n)), "")
+    return {
+        "contended": contended,
+        "n_contended_runs": n_contended,
+        "others_busy_cores": most("others_busy_cores"),
+        "other_greenbench": most("other_greenbench"),
+        "n_idle_unreliable": int(
+            group["idle_unreliable"].sum()
+            if "idle_unreliable" in group
+            else unreliable_idle(group).sum()
+        ),
+        "peak_consistent": consistent,
+        "peak_note": note,
+    }
+
+
+def with_trust(row: dict[str, object]) -> dict[str, object]:
+    """``row`` (a pooled row with ``n_repeats``, ``n_runs`` and `trust_fields`) with its
+    ``interval`` name and ``trust`` markers."""
+    trust = Trust.of(row)
+    return row | {"interval": trust.interval.name, "trust": trust.mark()}
+
+
 def with_derived(rows: pd.DataFrame) -> pd.DataFrame:
-    """Add per-repeat derived columns: ``devices`` and ``co2_g_per_mtok``."""
+    """Add per-repeat derived columns: ``devices``, ``co2_g_per_mtok`` and ``idle_unreliable``
+    (`unreliable_idle`); a net energy figure below zero (never stored since net energy is
+    checked) reads as unknown."""
     out = rows.copy()
+    out["idle_unreliable"] = unreliable_idle(out)
+    for column in ("net_joules_per_token", "energy_net_j"):
+        if column in out:
+            values = pd.to_numeric(out[column], errors="coerce")
+            out[column] = values.where(~(values < 0))
     out["devices"] = out["nproc"] * out["nnodes"]
     tokens = out["tokens"].astype(float).where(out["tokens"] > 0)
     out["co2_g_per_mtok"] = out["co2_g"].astype(float) / tokens * 1e6
@@ -184,6 +268,7 @@ def leaderboard(
         "suites",
         "latest_run_id",
         "last_started_at",
+        *TRUST_FIELDS,
     ]
     rows = without_simulated(rows)
     if rows.empty:
@@ -198,9 +283,12 @@ def leaderboard(
         group = group.sort_values(["started_at", "repeat"])
         last = group.iloc[-1]
         row = {k: last[k] for k in (*GROUP_KEYS, *CONFIG_COLUMNS)}
+        trust = trust_fields(group)
         for m in METRICS:
             if m == "peak_mem_bytes":  # a peak is a maximum, not a typical value
                 med, low, high = float(group[m].max()), math.nan, math.nan
+            elif m == "net_joules_per_token" and trust["n_idle_unreliable"]:
+                med, low, high = math.nan, math.nan, math.nan  # net energy unknown: with why
             else:
                 med, low, high = _summary(group[m])
             row |= {m: med, f"{m}_ci_low": low, f"{m}_ci_high": high}
@@ -212,8 +300,9 @@ def leaderboard(
             "suites": ", ".join(sorted({str(s) for s in group["suite"].dropna()})),
             "latest_run_id": last["run_id"],
             "last_started_at": last["started_at"],
+            **trust,
         }
-        out.append(row)
+        out.append(with_trust(row))
     board = pd.DataFrame(out, columns=columns)
     return board.sort_values(
         ["joules_per_token", "tokens_per_s"], ascending=[True, False], na_position="last"
@@ -224,9 +313,10 @@ def history(rows: pd.DataFrame, config_key: str, energy_source: str | None = Non
     """J/token and tokens/s of one configuration per git sha, oldest first.
 
     One row per (git sha, energy source) with medians and CIs of ``joules_per_token``,
-    ``net_joules_per_token`` and ``tokens_per_s``, the number of repeats and runs, and the
-    first/last start time. Commits are ordered by the first time a run of them started: the
-    database does not know the git graph, and CI runs commits in order.
+    ``net_joules_per_token`` and ``tokens_per_s``, the number of repeats and runs, the
+    first/last start time and the trust of its repeats (`TRUST_FIELDS`). Commits are ordered
+    by the first time a run of them started: the database does not know the git graph, and CI
+    runs commits in order.
     """
     metrics = ("joules_per_token", "net_joules_per_token", "tokens_per_s")
     columns = [
@@ -238,13 +328,14 @@ def history(rows: pd.DataFrame, config_key: str, energy_source: str | None = Non
         "n_runs",
         "first_started_at",
         "last_started_at",
+        *TRUST_FIELDS,
     ]
     sel = rows[rows["config_key"] == config_key]
     if energy_source is not None:
         sel = sel[sel["energy_source"] == energy_source]
     if sel.empty:
         return pd.DataFrame(columns=columns)
-    sel = sel.assign(git_sha=sel["git_sha"].fillna("unknown"))
+    sel = with_derived(sel.assign(git_sha=sel["git_sha"].fillna("unknown")))
     out = []
     for (sha, source, measured), group in sel.groupby(
         ["git_sha", "energy_source", "energy_measured"], dropna=False, sort=False
@@ -254,15 +345,20 @@ def history(rows: pd.DataFrame, config_key: str, energy_source: str | None = Non
             "energy_source": source,
             "energy_measured": measured,
         }
+        trust = trust_fields(group)
         for m in metrics:
-            med, low, high = _summary(group[m])
+            if m == "net_joules_per_token" and trust["n_idle_unreliable"]:
+                med, low, high = math.nan, math.nan, math.nan
+            else:
+                med, low, high = _summary(group[m])
             row |= {m: med, f"{m}_ci_low": low, f"{m}_ci_high": high}
         row |= {
             "n_repeats": len(group),
             "n_runs": group["run_id"].nunique(),
             "first_started_at": group["started_at"].min(),
             "last_started_at": group["started_at"].max(),
+            **trust,
         }
-        out.append(row)
+        out.append(with_trust(row))
     hist = pd.DataFrame(out, columns=columns)
     return hist.sort_values(["first_started_at", "energy_source"]).reset_index(drop=True)

@@ -12,7 +12,12 @@ apart, clearly labelled.
 
 Every energy figure says where it came from: configurations measured by a counter and those
 estimated are never pooled, the Pareto front is computed separately for each energy source, and
-axes, bars and table cells carry "measured (source)" or "estimate". The numbers and the fronts
+axes, bars and table cells carry "measured (source)" or "estimate". Every figure also says how far
+to trust it (`greenbench.vocabulary.trust`): the leaderboard's ``trust`` column marks
+configurations measured while the machine was shared (``⚠ contended``, also ringed on the Pareto
+plot and listed), unknown net energy, and too few repeats for a 95 % interval; intervals and error
+bars are named for what they are (a 95 % CI of the median from 6 repeats, else the min–max range
+of the repeats). The numbers and the fronts
 come from ``greenbench.reporting.leaderboard`` (the dashboard's pure core), so report and
 dashboard agree.
 Plots use matplotlib's Agg canvas directly (no pyplot state), so reports can be written from any
@@ -42,6 +47,7 @@ from greenbench.reporting import hybrid, odc, power_limits, skippipe
 from greenbench.reporting.leaderboard import leaderboard, pareto_front_by, without_simulated
 from greenbench.reporting.refs import load_ref, query_results
 from greenbench.vocabulary import energy_label
+from greenbench.vocabulary.trust import CONTENDED, Trust, interval_caption
 
 _DPI = 110
 
@@ -105,6 +111,7 @@ def _write_files(
         return
     lines = [f"# {title}", "", *_provenance(raw, table), "", "## Leaderboard", ""]
     lines += _leaderboard(table)
+    lines += _trust_notes(table)
     lines += ["", "## Speed against energy (Pareto front)", ""]
     lines += _pareto_section(table, out_dir)
     if "transformer-vs-mamba" in set(table["workload"]):
@@ -173,9 +180,9 @@ def _provenance(raw: pd.DataFrame, table: pd.DataFrame) -> list[str]:
 
 def _leaderboard(table: pd.DataFrame) -> list[str]:
     lines = [
-        "| workload | configuration | layout | devices | energy | J/token (median [95% CI]) "
-        "| tokens/s | MFU | peak mem (MiB) | repeats |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| workload | configuration | layout | devices | energy | J/token (median [interval]) "
+        "| tokens/s | MFU | peak mem (MiB) | repeats | trust |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     one_device_type = table["device_type"].nunique() == 1  # then the header names it
     for r in table.itertuples():
@@ -184,8 +191,32 @@ def _leaderboard(table: pd.DataFrame) -> list[str]:
         mfu = "n/a" if math.isnan(r.mfu) else f"{r.mfu:.1%}"
         cells = [r.workload, r.config_name, r.layout, device, r.energy, jpt]
         cells += [_g(r.tokens_per_s), mfu]
-        cells += [_g(r.peak_mem_mib), str(r.n_repeats)]
+        cells += [_g(r.peak_mem_mib), str(r.n_repeats), r.trust]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    return lines
+
+
+def _trust_notes(table: pd.DataFrame) -> list[str]:
+    """Under the leaderboard: what its intervals are, and which configurations shared the
+    machine or have no net energy (with why)."""
+    lines = ["", f"Interval: {interval_caption(table['n_repeats'])}."]
+    trusts = {r.config_name: Trust.of(r._asdict()) for r in table.itertuples(index=False)}
+    busy = {name: t for name, t in trusts.items() if t.contended}
+    if busy:
+        lines += [
+            "",
+            f"> {CONTENDED}: {len(busy)} of {len(trusts)} configurations measured while the "
+            "machine was shared; their figures may be skewed (rerun them on a quiet machine):",
+        ]
+        lines += [f"> - `{name}`: {t.contention.text}" for name, t in busy.items()]
+    unknown = [name for name, t in trusts.items() if t.idle.state == "unreliable"]
+    if unknown:
+        names = ", ".join(f"`{n}`" for n in unknown)
+        lines += [
+            "",
+            f"> Net energy unknown for {names}: their idle baseline was sampled while the machine "
+            "was busy, or above the window's mean power (`greenbench show RUN_ID` says which).",
+        ]
     return lines
 
 
@@ -216,12 +247,19 @@ def _pareto_section(table: pd.DataFrame, out_dir: Path) -> list[str]:
         ax.scatter(
             f["tokens_per_s"], f["jpt"], s=160, facecolors="none", edgecolors="k", label="front"
         )
+        busy = g[g["contended"].map(lambda v: v is True or v == 1)]
+        if len(busy):  # marked, never left out: the user judges them
+            ax.scatter(busy["tokens_per_s"], busy["jpt"], s=260, marker="x", color="C3",
+                       label=CONTENDED)  # fmt: skip
         _maybe_log(ax, g["tokens_per_s"], g["jpt"])
         ax.set_xlabel("tokens/s (higher is better)")
         ax.set_ylabel(f"J/token, {energy} (lower is better)")
         ax.set_title(f"energy: {energy}")
         ax.legend(fontsize=7)
-        names = ", ".join(f"`{n}`" for n in f["config_name"])
+        names = ", ".join(
+            f"`{n}`" + (f" ({CONTENDED})" if c is True else "")
+            for n, c in zip(f["config_name"], f["contended"], strict=True)
+        )
         lines.append(f"- Pareto front, energy {energy}: {names}")
     _save(fig, out_dir / "pareto.png")
     return ["![Pareto plot: tokens/s against J/token](pareto.png)", "", *lines]
@@ -245,13 +283,13 @@ def _seq_len_section(table: pd.DataFrame, out_dir: Path) -> list[str]:
         ax.set_xscale("log", base=2)
         ax.set_xlabel("sequence length (tokens)")
         ax.legend(fontsize=7)
-    ax_e.set_title("energy per token (median, 95% CI)")
+    ax_e.set_title(f"energy per token: median, bars {_bars(table)}")
     ax_t.set_title("throughput (median)")
     _save(fig, out_dir / "transformer-vs-mamba-seq-len.png")
     return [
         "![J/token and tokens/s against sequence length](transformer-vs-mamba-seq-len.png)",
         "",
-        f"Energy figures: {energies}.",
+        f"Energy figures: {energies}. Error bars: {interval_caption(table['n_repeats'])}.",
     ]
 
 
@@ -272,7 +310,7 @@ def _workload_section(workload: str, g: pd.DataFrame, out_dir: Path) -> list[str
     ax_t.set_yticks(pos, [""] * len(g))
     ax_e.invert_yaxis()  # first configuration on top, reading order
     ax_t.invert_yaxis()
-    ax_e.set_xlabel("J/token (median, 95% CI); hatched = estimate")
+    ax_e.set_xlabel(f"J/token: median, bars {_bars(g)}; hatched = estimate")
     ax_t.set_xlabel("tokens/s (median)")
     fig.suptitle(workload)
     fig.subplots_adjust(left=0.38, wspace=0.08)
@@ -295,17 +333,25 @@ def _waiting_table(g: pd.DataFrame) -> list[str]:
     multi = g[(g["devices"] > 1) & g["wait_fraction"].notna()]
     if multi.empty:
         return []
+    interval = interval_caption(multi["n_repeats"])
     lines = [
         "",
-        "Waiting for other ranks (share of rank-time; load imbalance shows here):",
+        "Waiting for other ranks (share of rank-time; load imbalance shows here; interval: "
+        f"{interval}):",
         "",
-        "| configuration | wait fraction (median [95% CI]) |",
+        "| configuration | wait fraction (median [interval]) |",
         "|---|---|",
     ]
     for r in multi.itertuples():
         ci = f"[{r.wait_fraction_ci_low:.3f}, {r.wait_fraction_ci_high:.3f}]"
         lines.append(f"| {r.config_name} | {r.wait_fraction:.3f} {ci} |")
     return lines
+
+
+def _bars(rows: pd.DataFrame) -> str:
+    """What error bars over ``rows`` show, short enough for an axis (`interval_caption`)."""
+    caption = interval_caption(rows["n_repeats"])
+    return caption.replace(" of the repeats, not a CI (a CI needs ≥ 6 repeats)", ", not a CI")
 
 
 def _maybe_log(ax, xs: pd.Series, ys: pd.Series) -> None:  # type: ignore[no-untyped-def]

@@ -338,3 +338,56 @@ def test_the_same_settings_on_two_gpu_types_are_two_rows():
     by_device = board.set_index("device_type")["tokens_per_s"]
     assert by_device["NVIDIA H100 80GB HBM3"] == 110.0
     assert by_device["NVIDIA A100-SXM4-80GB"] == 55.0
+
+
+# --- trust ----------------------------------------------------------------------------------------
+
+
+def test_a_contended_run_is_marked_on_its_row_and_counted() -> None:
+    clean = repeat_rows("a", [10.0] * 6, [0.5] * 6, run_id="r1")
+    busy = repeat_rows("b", [10.0] * 6, [0.4] * 6, run_id="r2")
+    for row in clean:
+        row["contended"] = False
+    for row in busy:
+        row |= {"contended": True, "others_busy_cores": 1.25, "other_greenbench": 2}
+    board = leaderboard(frame(clean, busy)).set_index("config_key")
+    assert board.loc["b", "contended"] and board.loc["b", "n_contended_runs"] == 1
+    assert board.loc["b", "others_busy_cores"] == 1.25 and board.loc["b", "other_greenbench"] == 2
+    assert board.loc["b", "trust"] == "⚠ contended"
+    assert not board.loc["a", "contended"] and board.loc["a", "trust"] == ""
+    # rows without the trust columns (an older database) read as not known to be contended
+    old = leaderboard(frame(repeat_rows("c", [10.0] * 6, [0.5] * 6))).iloc[0]
+    assert old["trust"] == "" and pd.isna(old["contended"])
+
+
+def test_net_energy_of_an_unreliable_idle_baseline_is_unknown_never_negative() -> None:
+    rows = repeat_rows("a", [10.0, 11.0, 12.0], [0.5, 0.5, 0.5])
+    rows[1]["idle_note"] = "idle baseline unreliable: sampled while the machine was busy"
+    row = leaderboard(frame(rows)).iloc[0]
+    assert pd.isna(row["net_joules_per_token"]) and row["n_idle_unreliable"] == 1
+    assert "net unknown: idle unreliable" in row["trust"]
+    # a negative net figure from a database that was never migrated is unknown as well
+    older = repeat_rows("b", [10.0, 11.0], [0.5, 0.5])
+    older[0]["net_joules_per_token"] = -0.0008318
+    row = leaderboard(frame(older)).iloc[0]
+    assert pd.isna(row["net_joules_per_token"]) and row["n_idle_unreliable"] == 1
+
+
+def test_each_row_names_the_interval_its_repeats_allow() -> None:
+    board = leaderboard(frame(repeat_rows("a", [1.0, 2.0], [1.0, 2.0], run_id="r1"),
+                              repeat_rows("b", [1.0] * 6, [1.0] * 6, run_id="r2")))  # fmt: skip
+    board = board.set_index("config_key")
+    assert board.loc["a", "interval"] == "min–max range"
+    assert board.loc["a", "trust"] == "min–max of 2"
+    assert board.loc["b", "interval"] == "95 % CI"
+
+
+def test_history_marks_a_sha_with_a_contended_run() -> None:
+    rows = frame(
+        repeat_rows("a", [10, 11, 12], [1.0, 1.1, 0.9], sha="s1", run_id="r1", hours=1),
+        repeat_rows("a", [10, 11, 12], [1.0, 1.1, 0.9], sha="s2", run_id="r2", hours=2),
+    )
+    rows["contended"] = rows["run_id"] == "r2"
+    hist = history(rows, "a").set_index("git_sha")
+    assert hist.loc["s2", "n_contended_runs"] == 1 and "⚠ contended" in hist.loc["s2", "trust"]
+    assert hist.loc["s1", "n_contended_runs"] == 0 and "contended" not in hist.loc["s1", "trust"]

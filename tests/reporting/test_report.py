@@ -159,3 +159,75 @@ def test_multi_rank_configurations_report_their_waiting(seeded_db: Path, tmp_pat
         assert 0 < fraction < 1  # seeded: rank 1 waits 25 % of its window
     single = text.split("## Workload `transformer-vs-mamba`")[1]
     assert "Waiting for other ranks" not in single
+
+
+# --- trust: what an interval is, and runs that shared the machine ------------------------------
+
+
+def _figure_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every title, axis label and legend text of the PNGs the report draws, as it saves them."""
+    from greenbench.reporting import report
+
+    texts: list[str] = []
+    save = report._save
+
+    def keep(fig: Any, path: Path) -> None:
+        for ax in fig.axes:
+            texts.extend([ax.get_title(), ax.get_xlabel(), ax.get_ylabel()])
+            legend = ax.get_legend()
+            texts.extend(t.get_text() for t in (legend.get_texts() if legend else []))
+        texts.extend(t.get_text() for t in fig.texts)
+        save(fig, path)
+
+    monkeypatch.setattr(report, "_save", keep)
+    return texts
+
+
+def test_two_repeats_are_a_min_max_range_never_called_a_95_ci(
+    populated_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db = make_db(tmp_path / "two.duckdb", [
+        _run(f"tm{i}", "transformer-vs-mamba", f"{fam}/tiny seq={s}", family=fam, seq_len=s)
+        for i, (fam, s) in enumerate([("transformer", 128), ("transformer", 256), ("mamba", 128)])
+    ], repeats=2)  # fmt: skip
+    drawn = _figure_texts(monkeypatch)
+    text = write_report(db, tmp_path / "rep").read_text()
+    for words in (text, *drawn):
+        assert not re.search(r"95 ?% CI", words), words
+    assert "J/token (median [interval])" in text
+    assert "min–max range of the repeats, not a CI (a CI needs ≥ 6 repeats)" in text
+    assert any("min–max range" in t for t in drawn if "J/token" in t or "energy" in t)
+    assert "min–max of 2" in text  # each row's trust cell
+
+
+def test_six_repeats_are_a_95_percent_ci(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    db = make_db(tmp_path / "six.duckdb", [
+        _run("a1", "transformer-vs-mamba", "transformer/tiny seq=128"),
+        _run("a2", "transformer-vs-mamba", "mamba/tiny seq=128", family="mamba"),
+    ], repeats=6)  # fmt: skip
+    drawn = _figure_texts(monkeypatch)
+    text = write_report(db, tmp_path / "rep").read_text()
+    assert "Interval: 95 % CI of the median." in text
+    assert any("95 % CI" in t for t in drawn) and not any("min–max" in t for t in drawn)
+
+
+def test_a_contended_configuration_is_marked_in_the_report(tmp_path: Path) -> None:
+    db = make_db(tmp_path / "busy.duckdb", [
+        _run("c1", "transformer-vs-mamba", "transformer/tiny seq=128"),
+        _run("c2", "transformer-vs-mamba", "mamba/tiny seq=128", family="mamba", jpt=0.5),
+    ])  # fmt: skip
+    con = duckdb.connect(str(db))  # as a migrated database holds it
+    con.execute("ALTER TABLE runs ADD COLUMN contended BOOLEAN")
+    con.execute("ALTER TABLE runs ADD COLUMN others_busy_cores DOUBLE")
+    con.execute("UPDATE runs SET contended = (run_id = 'c2'), others_busy_cores = 1.4")
+    con.close()
+    text = write_report(db, tmp_path / "rep").read_text()
+    (row,) = [
+        line for line in text.splitlines() if line.startswith("| transformer-vs-mamba | mamba")
+    ]
+    assert "⚠ contended" in row
+    (clean,) = [line for line in text.splitlines()
+                if line.startswith("| transformer-vs-mamba | transformer")]  # fmt: skip
+    assert "contended" not in clean
+    assert "1 of 2 configurations measured while the machine was shared" in text
+    assert "other processes kept 1.40 cores busy" in text
