@@ -14,9 +14,20 @@ sets a limit, the ranks that read energy, and the next command that restores a l
 SIGKILL all see one device. The counter advances, at each read, by the model's power over the
 time since the last read, at the busy fraction of the process that reads it: the CPU time it used
 over the wall time since its own previous read of that device, over the cores it may use
-(``OMP_NUM_THREADS``, which the launcher sets per rank, else all). A rank reading its device
-during its window is busy as its training is; the launcher reading idle power while it sleeps is
-idle; other processes on the machine do not count (they are not the emulated GPU's work).
+(``OMP_NUM_THREADS``, which the launcher sets per rank, else all). The launcher reading idle power
+while it sleeps is idle; other processes on the machine do not count (they are not the emulated
+GPU's work).
+
+**A device its rank drives** (`NvmlModel.drive`, for this object only, until `release`): its
+counter no longer follows the wall clock; it advances only by the device time the rank reports
+(`NvmlModel.run`: the model's time of the steps it trained, `greenbench.running.emulated_gpu`), at
+the busy power the limit allows, and its power reads that busy power. So an emulated GPU's energy
+is the model's over the model's time, whatever else kept the CPU busy meanwhile.
+
+The file also keeps each configuration's **base step** (`NvmlModel.base_step`): how long one step
+of it takes at full clock, measured once on the CPU and applied to every limit
+(`greenbench.running.emulated_gpu`), the way a real GPU's speed on a workload does not change from
+one run to the next.
 
 The emulated driver grants limit changes (an emulated GPU needs no root) unless its state says
 ``"grants_changes": false`` (`NvmlModel.configure`), which emulates a user without root or zeusd.
@@ -88,6 +99,8 @@ class NvmlModel:
         self.emulated = model.label
         #: this process's previous read of each device: (wall time, its CPU seconds then)
         self._mine: dict[int, tuple[float, float]] = {}
+        #: the devices this object drives (`drive`): their time is the device time `run` gives
+        self._driven: set[int] = set()
 
     def __getattr__(self, name: str) -> Any:
         if name.startswith("NVML_"):
@@ -140,12 +153,57 @@ class NvmlModel:
         return (cpu - before[1]) / ((now - before[0]) * cores_allowed())
 
     def _advance(self, device: dict[str, Any], index: int) -> float:
-        """Move a device's counter to now; return its power over the elapsed time (W)."""
+        """Move a device's counter to now; return its power over the elapsed time (W). A driven
+        device's wall time draws nothing (its time is what `run` gives) and its power is the
+        busy power."""
         now = time.time()
-        power_w = self.model.power_w(device["limit_mw"] / 1000, self._load(index, now))
-        device["energy_mj"] += power_w * max(now - device["t"], 0.0) * 1000
+        limit_w = device["limit_mw"] / 1000
+        if index in self._driven:
+            power_w = self.model.power_w(limit_w, 1.0)
+        else:
+            power_w = self.model.power_w(limit_w, self._load(index, now))
+            device["energy_mj"] += power_w * max(now - device["t"], 0.0) * 1000
         device.update(t=now, power_mw=round(power_w * 1000))
         return power_w
+
+    def drive(self, index: int) -> None:
+        """From now on device ``index``'s time is the device time this object reports (`run`),
+        not the wall clock (module docstring); for this object only, until `release`."""
+        with self._state() as state:
+            self._advance(self._device(state, Handle(index)), index)  # what came before
+            self._driven.add(index)
+
+    def run(self, index: int, seconds: float) -> None:
+        """Device ``index``, driven, worked ``seconds`` of device time: its counter advances by
+        the busy power under its limit over them."""
+        if index not in self._driven:
+            raise RuntimeError(f"emulated GPU {index} is not driven by this process: drive() it")
+        if not seconds >= 0:
+            raise ValueError(f"device time must be >= 0 s, got {seconds}")
+        with self._state() as state:
+            device = self._device(state, Handle(index))
+            self._advance(device, index)
+            device["energy_mj"] += (
+                self.model.power_w(device["limit_mw"] / 1000, 1.0) * seconds * 1000
+            )
+
+    def release(self, index: int) -> None:
+        """Device ``index`` follows the wall clock again, from now."""
+        with self._state() as state:
+            self._advance(self._device(state, Handle(index)), index)
+            self._driven.discard(index)
+            self._mine.pop(index, None)  # the busy fraction starts afresh
+
+    def base_step(self, key: str) -> dict[str, Any] | None:
+        """The base step stored for configuration ``key`` (module docstring), or None."""
+        with self._state() as state:
+            found = state.get("base_steps", {}).get(key)
+            return dict(found) if isinstance(found, dict) else None
+
+    def store_base_step(self, key: str, record: dict[str, Any]) -> None:
+        """Keep ``record`` as configuration ``key``'s base step, replacing any before it."""
+        with self._state() as state:
+            state.setdefault("base_steps", {})[key] = dict(record)
 
     def configure(self, *, grants_changes: bool) -> None:
         """Whether the emulated driver grants limit changes (False: as for a user without root)."""

@@ -1,7 +1,7 @@
 """The meters one rank reads over its measured window, from its settings: its own devices' (the
 best source that works here, or an emulated GPU's), what its node draws beside them (local rank 0
-only: RAPL on a GPU run, the node's BMC, `greenbench.energy.node`), and how many times as long an
-emulated GPU under a power limit makes each step (`greenbench.running.emulated_gpu`).
+only: RAPL on a GPU run, the node's BMC, `greenbench.energy.node`), and an emulated GPU's device,
+whose model gives each step its time (`greenbench.running.emulated_gpu`).
 
 Under a power limit the GPU meter also samples power, for the window's peak.
 """
@@ -13,17 +13,18 @@ from typing import Any
 
 from greenbench.energy.base import EnergyWindow, Meter
 from greenbench.running import emulated_gpu
+from greenbench.running.emulated_gpu import EmulatedDevice
 from greenbench.running.power_limits import requested
 from greenbench.vocabulary import RunSpec
 
 
 @dataclass(slots=True)
 class RankMeters:
-    """A rank's own meter, those it reads beside it, and its emulated step stretch."""
+    """A rank's own meter, those it reads beside it, and its emulated GPU (None: a real device)."""
 
     main: Meter
     beside: list[Meter] = field(default_factory=list)
-    stretch: float = 1.0
+    emulated: EmulatedDevice | None = None
 
     def begin(self) -> None:
         for m in self.beside:  # quick (a thread starts): the window proper opens last
@@ -37,19 +38,29 @@ class RankMeters:
     def close(self) -> None:
         for m in (self.main, *self.beside):
             m.close()
+        if self.emulated is not None:
+            self.emulated.close()
 
 
 def rank_meters(
-    s: dict[str, Any], device_type: str, device_index: int, local_rank: int
+    s: dict[str, Any],
+    device_type: str,
+    device_index: int,
+    local_rank: int,
+    *,
+    workload: str = "",
+    rank: int = 0,
 ) -> RankMeters:
-    """The meters of a rank on ``device_type`` (``cpu`` or ``cuda``) device ``device_index``."""
+    """The meters of rank ``rank`` of ``workload`` on ``device_type`` (``cpu`` or ``cuda``)
+    device ``device_index``."""
     from greenbench.energy import select_meter
     from greenbench.energy.node import beside_meters
 
     limited = requested(s)
+    device = None
     if emulated_gpu.emulated(s):
-        main: Meter = emulated_gpu.meter(s, [local_rank], sample_power=limited)
-        stretch = emulated_gpu.stretch(s, local_rank)
+        device = EmulatedDevice(s, workload, local_rank, rank)
+        main: Meter = device.meter(sample_power=limited)
     else:
         main = select_meter(
             s["device"],
@@ -58,7 +69,6 @@ def rank_meters(
             local_rank=local_rank,
             sample_power=limited,
         )
-        stretch = 1.0
     gpu_run = device_type == "cuda" or bool(emulated_gpu.emulated(s))
     beside = beside_meters(
         gpu_run,
@@ -67,7 +77,7 @@ def rank_meters(
         s.get("energy.redfish_url", ""),
         s.get("energy.node_poll_s", 1.0),
     )
-    return RankMeters(main, beside, stretch)
+    return RankMeters(main, beside, device)
 
 
 def check_node_meters(specs: list[RunSpec]) -> None:

@@ -25,6 +25,7 @@ import socket
 import sys
 import time
 import traceback
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,7 @@ import torch
 from greenbench.comm import CommRecorder
 from greenbench.processes import die_with_parent, exit_now
 from greenbench.results import CommRecord, RankResult
+from greenbench.running import emulated_gpu
 from greenbench.running.hangs import dump_stacks_on_request
 from greenbench.running.rank_meters import rank_meters
 from greenbench.running.state_memory import StateMemory
@@ -158,10 +160,19 @@ def train_and_measure(
             strategy.train_step(model, optimizer, batch)
         warm_times.append(time.perf_counter() - t0)
         step += 1
-    n_steps = steps_per_window(s, warm_times, ctx)
 
-    # the rank's own meter, the node's beside it, an emulated GPU's stretch (rank_meters)
-    meters = rank_meters(s, ctx.device.type, ctx.device.index or 0, ctx.local_rank)
+    # the rank's own meter, the node's beside it, an emulated GPU (rank_meters)
+    meters = rank_meters(
+        s, ctx.device.type, ctx.device.index or 0, ctx.local_rank,
+        workload=spec.workload, rank=ctx.rank,
+    )  # fmt: skip
+    device = meters.emulated  # its steps take its model's time (greenbench.running.emulated_gpu)
+    if device is not None:
+        for t in warm_times[1:] or warm_times:
+            device.observe(t)
+        modelled = device.step_s()
+        warm_times = warm_times if modelled is None else [modelled, modelled]
+    n_steps = steps_per_window(s, warm_times, ctx)
     host = socket.gethostname()
     memory = StateMemory(model, optimizer, strategy.parameters(model))
     results = []
@@ -173,6 +184,7 @@ def train_and_measure(
             reset_peak_memory(ctx.device)
             memory.reset()
             tally = WindowTally()
+            real_s, extra_s = [], []  # an emulated GPU's steps: real seconds, debug.slowdown_s
             synchronize(ctx.device)
             meters.begin()
             window_start = time.perf_counter()
@@ -183,11 +195,14 @@ def train_and_measure(
                 with memory.saving():
                     loss, times = strategy.train_step(model, optimizer, batch)
                 strategy.on_microbatch = None
+                trained_s, burned_s = time.perf_counter() - t0, 0.0
                 if s["debug.slowdown_s"]:
-                    times.compute_s += burn(s["debug.slowdown_s"], ctx.device)
-                if meters.stretch > 1.0:  # an emulated GPU's clock under its power limit
-                    stretch_s = (meters.stretch - 1.0) * (time.perf_counter() - t0)
-                    times.compute_s += burn(stretch_s, ctx.device)
+                    burned_s = burn(s["debug.slowdown_s"], ctx.device)
+                    times.compute_s += burned_s
+                if device is not None:  # the model's time, settled after the window
+                    real_s.append(trained_s)
+                    extra_s.append(burned_s)
+                    device.pace(t0, burned_s)
                 tally.add(
                     time.perf_counter() - t0,
                     times,
@@ -198,8 +213,19 @@ def train_and_measure(
                 )
             synchronize(ctx.device)
             seconds = time.perf_counter() - window_start
+            if device is not None:
+                tally.step_times_s = device.settle(real_s, extra_s)
+                seconds = math.fsum(tally.step_times_s)
             window, beside = meters.end()
             records = settle_communication(tally, comm, ctx)
+            if device is not None:
+                real = math.fsum(real_s) + math.fsum(extra_s)
+                tally.compute_s, tally.comm_s, tally.wait_s = emulated_gpu.split(
+                    real, tally.comm_s, tally.wait_s, seconds
+                )
+                if window is not None:
+                    note = "; ".join(filter(None, (window.note, device.note())))
+                    window = replace(window, seconds=seconds, note=note)
             state = memory.read()
             if window is not None and seconds < s["train.min_window_s"]:
                 window = flag_short(window, seconds, s["train.min_window_s"])
@@ -276,8 +302,6 @@ def steps_per_window(s: dict, warm_times: list[float], ctx: DistContext) -> int:
 
 
 def flag_short(window, seconds: float, min_s: float):
-    from dataclasses import replace
-
     note = f"window {seconds:.2f} s is shorter than {min_s:.2f} s (raise train.max_steps)"
     return replace(window, note=f"{window.note}; {note}" if window.note else note)
 

@@ -103,3 +103,39 @@ def test_the_counter_draws_idle_power_while_the_reader_sleeps_and_more_while_it_
 def test_an_unknown_gpu_type_is_named():
     with pytest.raises(EmulationError, match="h100"):
         emulated_nvml("h1000")
+
+
+def test_a_driven_device_counts_energy_over_its_own_time_not_the_wall_clock(monkeypatch):
+    """The rank drives its emulated GPU: only the device time it reports (the model's step
+    times) draws energy, at the busy power the limit allows, however long the wall clock ran."""
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    nv = emulated_nvml("h100")
+    h = nv.nvmlDeviceGetHandleByIndex(0)
+    nv.nvmlDeviceSetPowerManagementLimit(h, 490_000)
+    nv.drive(0)
+    start = nv.nvmlDeviceGetTotalEnergyConsumption(h)
+    busy(0.2)  # wall time, CPU busy: no energy of its own
+    time.sleep(0.2)
+    nv.run(0, 2.0)
+    assert nv.nvmlDeviceGetTotalEnergyConsumption(h) - start == pytest.approx(490 * 2.0 * 1000)
+    assert nv.nvmlDeviceGetPowerUsage(h) == 490_000  # busy, capped at the limit
+    nv.release(0)
+    start = nv.nvmlDeviceGetTotalEnergyConsumption(h)
+    time.sleep(0.3)  # released: the wall clock counts again, at idle power while asleep
+    idle_j = (nv.nvmlDeviceGetTotalEnergyConsumption(h) - start) / 1000
+    assert idle_j == pytest.approx(75 * 0.3, rel=0.3)
+
+
+def test_a_base_step_outlives_the_process_that_stored_it():
+    nv = emulated_nvml("h100")
+    assert nv.base_step("cfg/rank0") is None
+    nv.store_base_step("cfg/rank0", {"step_s": 0.25, "contended": False})
+    code = (
+        "from greenbench.hardware.nvml_model import emulated_nvml; "
+        "print(emulated_nvml('h100').base_step('cfg/rank0')['step_s'])"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True, env=os.environ
+    )
+    assert out.stdout.strip() == "0.25"
+    assert nv.limits_w() == [700.0] * 8  # the devices' state is untouched
