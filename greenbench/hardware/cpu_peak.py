@@ -13,6 +13,11 @@ disk cache entry says when the figure was taken and under what load. An entry no
 measurement stands behind (taken under load, or written before entries said) is measured again
 when next asked for, keeping the best figure so far; a run that beats its peak anyway makes the
 launcher measure once more (``recalibrate=True``).
+
+Each run stores the figure it was given, so runs of one configuration may store different peaks
+(one taken while the machine was busy). Readers never compare MFU across them as stored: the
+store reads every CPU run's MFU against the highest calibration stored for its machine, thread
+count and precision, keeping the run's own beside it (`greenbench.store.views`).
 """
 
 from __future__ import annotations
