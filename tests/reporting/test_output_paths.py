@@ -123,9 +123,14 @@ def test_export_failing_midway_leaves_no_file(
     from greenbench.store import queries
 
     class FullDisk:
-        def execute(self, sql: str, params: list[str]) -> None:
+        def execute(self, sql: str, params: list[str] | None = None) -> FullDisk:
+            if not sql.startswith("COPY"):  # what export asks of the schema first
+                return self
             Path(params[0]).write_text("run_id,half a ro")
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        def fetchall(self) -> list:
+            return []
 
     monkeypatch.setattr(queries, "_read", lambda path, fn, timeout_s: fn(FullDisk()))
     target = tmp_path / "results.csv"
