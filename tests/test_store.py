@@ -737,6 +737,37 @@ def test_export_formats(seeded_db: Path, tmp_path: Path, fmt: str) -> None:
         assert isinstance(json.loads(path.read_text())[0]["config"], dict)
 
 
+@pytest.mark.parametrize("fmt", ["csv", "json", "parquet"])
+def test_export_carries_each_repeat_s_trust(tmp_path: Path, fmt: str) -> None:
+    """Every exported repeat says how far to trust it (the trust model's markers and the
+    interval its run's repeats allow) beside the columns behind it; no pid or command line."""
+    db = tmp_path / "t.duckdb"
+    outcome = make_outcome()
+    with Store(db) as store:
+        store.begin_run(run_row("aaaaaaaaaaaa"))
+        store.finish_run("aaaaaaaaaaaa", replace(outcome, contended=False, others_busy_cores=0.0))
+        store.begin_run(run_row("bbbbbbbbbbbb"))
+        store.finish_run(
+            "bbbbbbbbbbbb",
+            replace(outcome, contended=True, others_busy_cores=1.2, other_greenbench=1,
+                    warnings=["contended: 1 other greenbench process ran meanwhile (1 run) "
+                              "(figures may be skewed)"]),
+        )  # fmt: skip
+    (path,) = export(db, fmt, tmp_path / f"out.{fmt}")
+    if fmt == "csv":
+        frame = pd.read_csv(path, keep_default_na=False)
+    elif fmt == "json":
+        frame = pd.DataFrame(json.loads(path.read_text()))
+    else:
+        frame = pd.read_parquet(path)
+    trust = frame.groupby("run_id")["trust"].unique()
+    assert list(trust["bbbbbbbbbbbb"]) == ["⚠ contended · min–max of 2"]
+    assert list(trust["aaaaaaaaaaaa"]) == ["min–max of 2"]
+    assert set(frame["interval"]) == {"min–max range"}
+    busy = frame[frame["run_id"] == "bbbbbbbbbbbb"].iloc[0]
+    assert float(busy["others_busy_cores"]) == 1.2 and int(busy["other_greenbench"]) == 1
+
+
 def test_export_errors(seeded_db: Path, tmp_path: Path) -> None:
     target = tmp_path / "results.csv"
     assert export(seeded_db, "csv", target) == [target] and target.exists()

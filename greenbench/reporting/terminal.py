@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from greenbench.vocabulary import EMULATED_SOURCE, energy_label, is_simulated
+from greenbench.vocabulary.trust import Trust
 
 MISSING = "—"
 
@@ -80,6 +81,7 @@ def runs_table(db_path: Path, limit: int) -> None:
         "tokens/s",
         "J/token",
         "source",
+        "trust",
         "started",
     )
     for r in runs.itertuples():
@@ -101,6 +103,7 @@ def runs_table(db_path: Path, limit: int) -> None:
             _fmt(r.tokens_per_s_median, ",.0f"),
             ("≈ " if estimated else "") + _fmt(r.joules_per_token_median),
             escape(source),
+            escape(Trust.of(r._asdict()).mark()) if r.status == "ok" else "",
             cell(str(r.started_at)[:19] if not _missing(r.started_at) else None),
         )
     console.print(table)
@@ -148,6 +151,8 @@ def run_detail(db_path: Path, run_id: str) -> None:
     settings = (config or {}).get("settings") or {}
     console.print("settings: " + ", ".join(f"{cell(k)}={cell(v)}" for k, v in settings.items()))
     results = run.get("results", [])
+    if run.get("status") == "ok":
+        trust_lines(run, results)
     if results:
         labels = sorted({energy_label(r["energy_source"], r["energy_measured"]) for r in results})
         est = "" if all(r["energy_measured"] for r in results) else " [yellow](estimate)[/yellow]"
@@ -193,7 +198,7 @@ def run_detail(db_path: Path, run_id: str) -> None:
                 _fmt(r["step_time_p50_s"], ".3f"),
                 _fmt(r["wait_fraction"], ".1%"),
                 _fmt(r["co2_g"], ".3g"),
-                cell(r.get("energy_note") or ""),
+                cell("; ".join(filter(None, (r.get("energy_note"), r.get("idle_note"))))),
             )
         console.print(table)
         for r in results:  # why an MFU is unknown, or how its peak was re-measured
@@ -236,6 +241,26 @@ def run_detail(db_path: Path, run_id: str) -> None:
                 _fmt(r["energy_j"], ".4g"),
             )
         console.print(table)
+
+
+def trust_lines(run: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    """How far to trust an ok run (`greenbench.vocabulary.trust`): its markers, then every
+    signal spelled out, one a line."""
+    unreliable = [r for r in results if r.get("idle_note")]
+    trust = Trust.of(
+        run
+        | {
+            "energy_source": results[0]["energy_source"] if results else run["energy_source"],
+            "energy_measured": results[0]["energy_measured"] if results else None,
+            "idle_power_w": results[0].get("idle_power_w") if results else None,
+            "idle_note": unreliable[0]["idle_note"] if unreliable else "",
+        },
+        n_repeats=len(results),
+    )
+    mark = trust.mark()
+    console.print(f"trust: [yellow]{escape(mark)}[/yellow]" if mark else "trust: nothing lowers it")
+    for signal in trust.signals():
+        console.print(f"  {escape(signal)}")
 
 
 def beside_line(r: dict[str, Any]) -> str:

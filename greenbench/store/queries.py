@@ -14,10 +14,13 @@ from greenbench.errors import OutputError, StoreError
 from greenbench.outputs import atomic_file, resolve_target
 from greenbench.store import views, writer
 from greenbench.store.connection import _fetch_dicts, _read, read_every_table, read_frame
+from greenbench.vocabulary.trust import Trust, interval_for
 
 
 def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd.DataFrame:
-    """Runs, newest first, with ``n_repeats`` and the medians of tokens/s and J/token.
+    """Runs, newest first, with ``n_repeats``, the medians of tokens/s and J/token, and
+    ``n_idle_unreliable``: the repeats whose idle baseline was unreliable (net energy unknown;
+    0 in a database older than the check).
 
     ``filters`` are ``column=value`` on ``runs`` columns (a list or tuple means IN, None means
     IS NULL), e.g. ``list_runs(db, workload="fsdp-vs-odc", label=["main", "feature"])``.
@@ -37,11 +40,17 @@ def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd
             else:
                 where.append(f"ru.{col} = ?")
                 params.append(value)
+        idle = (
+            "count(*) FILTER (WHERE idle_note <> '')"
+            if "idle_note" in _columns(con, "results")
+            else "0"
+        )
         sql = (
             "SELECT ru.*, COALESCE(s.n_repeats, 0) AS n_repeats, s.tokens_per_s_median, "
-            "s.joules_per_token_median FROM runs ru LEFT JOIN (SELECT run_id, count(*) AS "
-            "n_repeats, median(tokens_per_s) AS tokens_per_s_median, median(joules_per_token) "
-            "AS joules_per_token_median FROM results GROUP BY run_id) s USING (run_id)"
+            "s.joules_per_token_median, COALESCE(s.n_idle_unreliable, 0) AS n_idle_unreliable "
+            "FROM runs ru LEFT JOIN (SELECT run_id, count(*) AS n_repeats, median(tokens_per_s) "
+            "AS tokens_per_s_median, median(joules_per_token) AS joules_per_token_median, "
+            f"{idle} AS n_idle_unreliable FROM results GROUP BY run_id) s USING (run_id)"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY ru.started_at DESC, ru.run_id"
             + (f" LIMIT {int(limit)}" if limit is not None else "")
@@ -121,7 +130,9 @@ EXPORT_FORMATS = ("csv", "json", "parquet")
 def export(db_path: str | Path, fmt: str, out: str | Path, *, force: bool = False) -> list[Path]:
     """Write runs joined with their results (one row per repeat; runs without results keep one
     row of NULL results) to one file; ``out`` is a file path or an existing directory (then
-    ``greenbench.<fmt>`` inside it). ``energy_source``/``energy_measured`` are per repeat.
+    ``greenbench.<fmt>`` inside it). ``energy_source``/``energy_measured`` are per repeat;
+    ``trust`` and ``interval`` say how far to trust each repeat (`greenbench.vocabulary.trust`:
+    the markers every view prints, and what its run's repeats allow).
 
     Returns the absolute path written. An existing file is replaced only with ``force``; the
     file is written under a temporary name beside it and renamed when complete, so a failure
@@ -135,25 +146,83 @@ def export(db_path: str | Path, fmt: str, out: str | Path, *, force: bool = Fals
     target = resolve_target(target, kind="file", force=force)
     if Path(db_path).exists() and target.exists() and target.samefile(db_path):
         raise OutputError(f"{target} is the results database itself: export to another file")
-    results = "re.* EXCLUDE (run_id, energy_source, energy_measured)"
-    peaks = ""
-    if "mfu_note" in _read(Path(db_path), lambda con: _columns(con, "results"), timeout_s=8.0):
-        # MFU against the machine's peak, the run's own beside it (views' module docstring)
-        results = views.mfu_star("re", "ru", "p", ("run_id", "energy_source", "energy_measured"))
-        peaks = f" LEFT JOIN {views.MACHINE_PEAKS} p USING (run_id)"
-    sql = (
-        "SELECT ru.* EXCLUDE (energy_source, energy_measured), "
-        "COALESCE(re.energy_source, ru.energy_source) AS energy_source, "
-        "COALESCE(re.energy_measured, ru.energy_measured) AS energy_measured, "
-        f"{results} FROM runs ru LEFT JOIN results re USING (run_id){peaks} "
-        "ORDER BY ru.started_at, ru.run_id, re.repeat"
-    )
     # DuckDB's COPY writes doubles at full precision and JSON columns as nested JSON
     options = {"csv": "FORMAT csv, HEADER", "json": "FORMAT json, ARRAY true"}
-    copy = f"COPY ({sql}) TO ? ({options.get(fmt, 'FORMAT parquet')})"
+
+    def write(con: duckdb.DuckDBPyConnection, tmp: Path) -> None:
+        stored = _columns(con, "runs") | _columns(con, "results")
+        results = "re.* EXCLUDE (run_id, energy_source, energy_measured)"
+        peaks = ""
+        if "mfu_note" in stored:
+            # MFU against the machine's peak, the run's own beside it (views' module docstring)
+            exclude = ("run_id", "energy_source", "energy_measured")
+            results = views.mfu_star("re", "ru", "p", exclude)
+            peaks = f" LEFT JOIN {views.MACHINE_PEAKS} p USING (run_id)"
+            stored |= set(views.PEAK_COLUMNS)
+        sql = (
+            "SELECT ru.* EXCLUDE (energy_source, energy_measured), "
+            "COALESCE(re.energy_source, ru.energy_source) AS energy_source, "
+            "COALESCE(re.energy_measured, ru.energy_measured) AS energy_measured, "
+            f"{results}, count(re.repeat) OVER (PARTITION BY ru.run_id) AS n_repeats "
+            f"FROM runs ru LEFT JOIN results re USING (run_id){peaks}"
+        )
+        sql = (
+            f"SELECT e.* EXCLUDE (n_repeats), {_trust_sql(con, 'e', stored)} FROM ({sql}) e "
+            "ORDER BY e.started_at, e.run_id, e.repeat"
+        )
+        con.execute(f"COPY ({sql}) TO ? ({options.get(fmt, 'FORMAT parquet')})", [str(tmp)])
+
     with atomic_file(target) as tmp:
-        _read(Path(db_path), lambda con: con.execute(copy, [str(tmp)]), timeout_s=8.0)
+        _read(Path(db_path), lambda con: write(con, tmp), timeout_s=8.0)
     return [target]
+
+
+#: what `Trust.of` reads from an exported row, with each column's SQL type
+_TRUST_INPUTS = {
+    "energy_source": "VARCHAR", "energy_measured": "BOOLEAN", "simulated": "BOOLEAN",
+    "contended": "BOOLEAN", "others_busy_cores": "DOUBLE", "other_greenbench": "INTEGER",
+    "idle_power_w": "DOUBLE", "idle_note": "VARCHAR", "peak_flops_source": "VARCHAR",
+    "peak_consistent": "BOOLEAN", "peak_note": "VARCHAR", "n_repeats": "INTEGER",
+    "status": "VARCHAR",
+}  # fmt: skip
+
+
+def _trust_sql(con: duckdb.DuckDBPyConnection, alias: str, stored: set[str]) -> str:
+    """The export's ``trust`` (the trust model's markers; "" for a run not ok) and
+    ``interval`` columns, computed by the trust model itself as SQL functions of this
+    connection over the row's columns (those a database older than them lacks: NULL)."""
+
+    def trust(  # one parameter per `_TRUST_INPUTS` column: DuckDB counts them
+        energy_source: Any,
+        energy_measured: Any,
+        simulated: Any,
+        contended: Any,
+        others_busy_cores: Any,
+        other_greenbench: Any,
+        idle_power_w: Any,
+        idle_note: Any,
+        peak_flops_source: Any,
+        peak_consistent: Any,
+        peak_note: Any,
+        n_repeats: Any,
+        status: Any,
+    ) -> str:
+        row = dict(locals())
+        return Trust.of(row).mark() if status == "ok" else ""
+
+    def interval(n: Any) -> str:
+        return interval_for(n or 0).name
+
+    types = list(_TRUST_INPUTS.values())
+    con.create_function("greenbench_trust", trust, types, "VARCHAR", null_handling="special")
+    con.create_function("greenbench_interval", interval, ["INTEGER"], "VARCHAR",
+                        null_handling="special")  # fmt: skip
+    args = ", ".join(
+        f"{alias}.{c}::{t}" if c in stored or c == "n_repeats" else f"NULL::{t}"
+        for c, t in _TRUST_INPUTS.items()
+    )
+    n = f"{alias}.n_repeats::INTEGER"
+    return f"greenbench_trust({args}) AS trust, greenbench_interval({n}) AS interval"
 
 
 def check_integrity(db_path: str | Path) -> list[str]:

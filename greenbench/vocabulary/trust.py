@@ -413,14 +413,18 @@ class Trust:
             out.append(self.interval.note)
         return out
 
-    def summary(self) -> str:
-        """Every signal in one line: energy, contention, idle baseline, peak, interval."""
+    def signals(self) -> list[str]:
+        """Every signal, good or bad, one phrase each: energy, contention, idle baseline, MFU
+        peak, interval (a detail view's full account)."""
         watched = {None: "contention not recorded", False: "not contended"}
-        parts = [
+        return [
             f"energy {self.energy}",
             self.contention.text or watched[self.contention.contended],
             self.idle.text or "idle baseline reliable",
             self.peak.text,
             self.interval.note,
         ]
-        return "; ".join(parts)
+
+    def summary(self) -> str:
+        """`signals` in one line."""
+        return "; ".join(self.signals())

@@ -123,16 +123,25 @@ def test_export_failing_midway_leaves_no_file(
     from greenbench.store import queries
 
     class FullDisk:
-        def execute(self, sql: str, params: list[str] | None = None) -> FullDisk:
-            if not sql.startswith("COPY"):  # what export asks of the schema first
-                return self
-            Path(params[0]).write_text("run_id,half a ro")
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        """The real read-only connection, whose COPY writes half a file and finds the disk
+        full: whatever the export asks before it (the schema, its functions) runs as it would."""
 
-        def fetchall(self) -> list:
-            return []
+        def __init__(self, con: Any) -> None:
+            self.con = con
 
-    monkeypatch.setattr(queries, "_read", lambda path, fn, timeout_s: fn(FullDisk()))
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.con, name)
+
+        def execute(self, sql: str, params: list[str] | None = None) -> Any:
+            if sql.lstrip().startswith("COPY"):
+                Path(params[0]).write_text("run_id,half a ro")  # type: ignore[index]
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+            return self.con.execute(sql, params or [])
+
+    read = queries._read
+    monkeypatch.setattr(
+        queries, "_read", lambda path, fn, timeout_s: read(path, lambda c: fn(FullDisk(c)), 8.0)
+    )
     target = tmp_path / "results.csv"
     result = _invoke("export", "--out", str(target), "--db", str(seeded_db))
     _one_clear_line(result, str(target), "No space left on device")

@@ -224,3 +224,52 @@ def test_a_repeat_s_gpu_power_and_node_meter_are_shown_beside_it() -> None:
     assert "node meter (redfish) unavailable" in line and "\\[red]x" in line  # escaped
     assert "CPU/DRAM from rapl" in line
     assert beside_line({"gpu_power_avg_w": None, "energy_node_source": None}) == ""
+
+
+# --- the trust model in list and show ----------------------------------------------------------
+
+
+@pytest.fixture
+def trust_db(tmp_path: Path) -> Path:
+    """A clean run, a run stored contended (with how busy, in counts), and a run whose idle
+    baseline was unreliable (net energy unknown, with why)."""
+    from dataclasses import replace
+
+    path = tmp_path / "trust.duckdb"
+    why = "idle baseline unreliable: idle power sampled while other processes kept 1.10 cores busy"
+    with Store(path) as store:
+        _ok(store, "cleanrun0001")
+        store.begin_run(_row("busyrun00001"))
+        store.finish_run(
+            "busyrun00001",
+            RunOutcome(status="ok", repeats=[_repeat(k) for k in range(3)], contended=True,
+                       others_busy_cores=1.3, other_greenbench=2,
+                       warnings=["contended: 2 other greenbench processes ran meanwhile "
+                                 "(1 run, 1 rank) (figures may be skewed)"]),
+        )  # fmt: skip
+        store.begin_run(_row("idlerun00001"))
+        repeats = [replace(_repeat(k), idle_power_w=30.0, idle_note=why) for k in range(6)]
+        store.finish_run("idlerun00001", RunOutcome(status="ok", repeats=repeats))
+    return path
+
+
+def test_list_runs_marks_contended_runs_and_unknown_net_energy(trust_db: Path) -> None:
+    result = _invoke("list", "runs", "--db", str(trust_db))
+    assert result.exit_code == 0, result.output
+    assert "trust" in result.output
+    lines = {line.split("│")[1].strip(): line for line in result.output.splitlines() if "│" in line}
+    assert "⚠ contended" in lines["busyrun00001"]
+    assert "contended" not in lines["cleanrun0001"]
+    assert "net unknown" in lines["idlerun00001"] and "contended" not in lines["idlerun00001"]
+
+
+def test_show_says_how_far_to_trust_a_run(trust_db: Path) -> None:
+    busy = " ".join(_invoke("show", "busyrun00001", "--db", str(trust_db)).output.split())
+    assert "trust: ⚠ contended" in busy
+    assert "other processes kept 1.30 cores busy; 2 other greenbench processes" in busy
+    assert "min–max range of 3 repeats, not a CI" in busy
+    idle = " ".join(_invoke("show", "idlerun00001", "--db", str(trust_db)).output.split())
+    assert "net energy unknown: idle baseline unreliable: idle power sampled while" in idle
+    # a run stored without a contention watch is unknown, never shown as clean
+    unwatched = " ".join(_invoke("show", "cleanrun0001", "--db", str(trust_db)).output.split())
+    assert "contention not recorded" in unwatched and "⚠ contended" not in unwatched
