@@ -17,7 +17,8 @@ default, which no GPU does. So an emulated step's time is not what the CPU took,
 
 where the slowdown is the device's maximum SM clock over its current one (as its NVML reports them:
 `greenbench.hardware.gpu_model`'s ``(P_busy / L)^(1/3)`` under a limit ``L``), and the **base
-step** is the fastest real step of the configuration's rank at full clock: measured by a run at the
+step** is the fastest real step of the configuration's rank at full clock (where the steps' FLOPs
+are known, its rate: a step of other lengths takes its FLOPs' share of it): measured by a run at the
 device's default limit (or, when none has been, by the first run of the configuration) over its
 settled warm-up steps and its first window, and kept by the emulated device
 (`NvmlModel.base_step`, keyed by the configuration without its limit, and the rank) for every
@@ -185,6 +186,7 @@ class EmulatedDevice:
         #: the base step in use: None while this device measures it (`measures`)
         self.base: dict[str, Any] | None = None if self.at_default else stored
         self._fastest = math.inf
+        self._fastest_per_flop = math.inf
         self._watch = LoadWatch()
         nv.drive(index)
 
@@ -196,47 +198,64 @@ class EmulatedDevice:
     def meter(self, *, sample_power: bool) -> NvmlMeter:
         return meter({}, [self.index], sample_power=sample_power, nvml=self.nv)
 
-    def observe(self, real_s: float) -> None:
+    def observe(self, real_s: float, flops: float = 0.0) -> None:
         """A real step of this rank at full clock (a settled warm-up step, or one of the first
-        window): a candidate for the base step while this run measures it."""
+        window) and its FLOPs: a candidate for the base step while this run measures it."""
         if self.measures and real_s > 0:
             self._fastest = min(self._fastest, real_s)
+            if flops > 0:
+                self._fastest_per_flop = min(self._fastest_per_flop, real_s / flops)
 
-    def base_s(self) -> float | None:
-        """The base step's seconds: the stored one, or the fastest observed so far."""
+    def _base(self) -> tuple[float, float | None] | None:
+        """(the base step's seconds, its seconds per FLOP or None): the stored base, else the
+        fastest observed so far; None before any step was seen."""
         if self.base is not None:
-            return float(self.base["step_s"])
-        return None if math.isinf(self._fastest) else self._fastest
+            per_flop = self.base.get("s_per_flop")
+            return float(self.base["step_s"]), None if per_flop is None else float(per_flop)
+        if math.isinf(self._fastest):
+            return None
+        per_flop = None if math.isinf(self._fastest_per_flop) else self._fastest_per_flop
+        return self._fastest, per_flop
 
-    def step_s(self, extra_s: float = 0.0) -> float | None:
-        """The model's time of one step (None before any step was seen)."""
-        base = self.base_s()
-        return None if base is None else (base + extra_s) * self.slowdown
+    def step_s(self, extra_s: float = 0.0, flops: float = 0.0) -> float | None:
+        """The model's time of one step of ``flops`` FLOPs (None before any step was seen): the
+        base step's rate applied to its FLOPs where both are known (steps of other lengths take
+        their share), else the base step itself."""
+        base = self._base()
+        if base is None:
+            return None
+        step, per_flop = base
+        at_full_clock = flops * per_flop if per_flop is not None and flops > 0 else step
+        return (at_full_clock + extra_s) * self.slowdown
 
-    def pace(self, started: float, extra_s: float = 0.0) -> None:
+    def pace(self, started: float, extra_s: float = 0.0, flops: float = 0.0) -> None:
         """Sleep until the step begun at ``started`` (``time.perf_counter``) has lasted its model
         time, so the wall clock keeps pace with the model where the CPU is fast enough."""
-        target = self.step_s(extra_s)
+        target = self.step_s(extra_s, flops)
         if target is not None:
             left = target - (time.perf_counter() - started)
             if left > 0:
                 time.sleep(left)
 
-    def settle(self, real_s: Sequence[float], extra_s: Sequence[float]) -> list[float]:
-        """The model's times of a window's steps (their real seconds, and the deliberate
-        ``debug.slowdown_s`` each carried), fixing and storing the base step first if this run
-        measures it; the device is driven through them (its energy)."""
+    def settle(
+        self, real_s: Sequence[float], extra_s: Sequence[float], flops: Sequence[float]
+    ) -> list[float]:
+        """The model's times of a window's steps (their real seconds, the deliberate
+        ``debug.slowdown_s`` each carried, their FLOPs), fixing and storing the base step first
+        if this run measures it; the device is driven through them (its energy)."""
         if self.measures:
-            for t in real_s:
-                self.observe(t)
+            for t, f in zip(real_s, flops, strict=True):
+                self.observe(t, f)
             if math.isinf(self._fastest):
                 raise RuntimeError("an emulated GPU's base step needs at least one real step")
             others = self._watch.others_busy_cores()
             cores = logical_cores()
             from greenbench.running.contention import BUSY_SHARE
 
+            per_flop = None if math.isinf(self._fastest_per_flop) else self._fastest_per_flop
             self.base = {
                 "step_s": self._fastest,
+                "s_per_flop": per_flop,
                 "measured_at": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
                 "limit_w": self.limit_w,
                 "at_default": self.at_default,
@@ -245,7 +264,7 @@ class EmulatedDevice:
                 "contended": None if others is None else others > BUSY_SHARE * cores,
             }
             self.nv.store_base_step(self.key, self.base)
-        times = [self.step_s(e) or 0.0 for e in extra_s]
+        times = [self.step_s(e, f) or 0.0 for e, f in zip(extra_s, flops, strict=True)]
         self.nv.run(self.index, math.fsum(times))
         return times
 
@@ -253,9 +272,12 @@ class EmulatedDevice:
         """What a window's time and energy are, for its energy note."""
         if self.base is None:
             return ""
+        rate = self.base.get("s_per_flop")
+        per_flop = "" if rate is None else f", {1 / rate:.4g} FLOP/s, each step by its FLOPs"
         return (
-            f"emulated GPU time: {self.slowdown:.4f} × the base step {self.base['step_s']:.4g} s "
-            f"(the fastest real step at full clock, {describe_base(self.base)}), not the CPU's"
+            f"emulated GPU time: {self.slowdown:.4f} × the base step {self.base['step_s']:.4g} s"
+            f"{per_flop} (the fastest real step at full clock, {describe_base(self.base)}), not "
+            "the CPU's"
         )
 
     def close(self) -> None:

@@ -152,13 +152,15 @@ def train_and_measure(
     optimizer = make_optimizer(strategy.parameters(model), s["train.lr"], ctx.device)
 
     step = 0
-    warm_times = []
+    warm_times, warm_flops = [], []
     for _ in range(s["train.warmup_steps"]):
         t0 = time.perf_counter()
         batch = strategy.batch(plan, step)
         with flops.counting(batch) if step == 0 else contextlib.nullcontext():
             strategy.train_step(model, optimizer, batch)
         warm_times.append(time.perf_counter() - t0)
+        if emulated_gpu.emulated(s):  # an emulated GPU's base step is a FLOP rate
+            warm_flops.append(flops.of(batch) * strategy.flops_fraction)
         step += 1
 
     # the rank's own meter, the node's beside it, an emulated GPU (rank_meters)
@@ -168,9 +170,10 @@ def train_and_measure(
     )  # fmt: skip
     device = meters.emulated  # its steps take its model's time (greenbench.running.emulated_gpu)
     if device is not None:
-        for t in warm_times[1:] or warm_times:
-            device.observe(t)
-        modelled = device.step_s()
+        settled = slice(1, None) if len(warm_times) > 1 else slice(None)
+        for t, f in zip(warm_times[settled], warm_flops[settled], strict=True):
+            device.observe(t, f)
+        modelled = device.step_s(0.0, min(warm_flops[settled], default=0.0))
         warm_times = warm_times if modelled is None else [modelled, modelled]
     n_steps = steps_per_window(s, warm_times, ctx)
     host = socket.gethostname()
@@ -184,7 +187,8 @@ def train_and_measure(
             reset_peak_memory(ctx.device)
             memory.reset()
             tally = WindowTally()
-            real_s, extra_s = [], []  # an emulated GPU's steps: real seconds, debug.slowdown_s
+            # an emulated GPU's steps: real seconds, debug.slowdown_s, FLOPs
+            real_s, extra_s, flops_s = [], [], []
             synchronize(ctx.device)
             meters.begin()
             window_start = time.perf_counter()
@@ -202,7 +206,8 @@ def train_and_measure(
                 if device is not None:  # the model's time, settled after the window
                     real_s.append(trained_s)
                     extra_s.append(burned_s)
-                    device.pace(t0, burned_s)
+                    flops_s.append(flops.of(batch) * strategy.flops_fraction)
+                    device.pace(t0, burned_s, flops_s[-1])
                 tally.add(
                     time.perf_counter() - t0,
                     times,
@@ -214,7 +219,7 @@ def train_and_measure(
             synchronize(ctx.device)
             seconds = time.perf_counter() - window_start
             if device is not None:
-                tally.step_times_s = device.settle(real_s, extra_s)
+                tally.step_times_s = device.settle(real_s, extra_s, flops_s)
                 seconds = math.fsum(tally.step_times_s)
             window, beside = meters.end()
             records = settle_communication(tally, comm, ctx)

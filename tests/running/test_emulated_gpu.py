@@ -50,9 +50,9 @@ def test_the_default_limit_measures_the_base_and_every_limit_applies_the_model_t
     ratio = clock_ratio(385)
     full = EmulatedDevice(at(700), "power-limit", 0, 0)
     assert full.measures and full.slowdown == 1.0
-    full.observe(0.30)  # a settled warm-up step
-    assert full.settle([0.25, 0.20, 0.40], [0.0, 0.0, 0.0]) == [0.20] * 3  # the fastest
-    assert full.settle([0.9, 0.9], [0.0, 0.0]) == [0.20] * 2  # later windows: the same base
+    full.observe(0.30, 1e9)  # a settled warm-up step
+    assert full.settle([0.25, 0.20, 0.40], [0.0] * 3, [1e9] * 3) == [0.20] * 3  # the fastest
+    assert full.settle([0.9, 0.9], [0.0] * 2, [1e9] * 2) == [0.20] * 2  # later: the same base
     full.close()
     assert "others kept" not in full.note() and "1.95 of" in full.note()  # its load, said
 
@@ -60,7 +60,7 @@ def test_the_default_limit_measures_the_base_and_every_limit_applies_the_model_t
     for real in (0.01, 5.0):
         capped = EmulatedDevice(at(385), "power-limit", 0, 0)
         assert not capped.measures
-        times = capped.settle([real, real], [0.0, 0.0])
+        times = capped.settle([real, real], [0.0, 0.0], [1e9, 1e9])
         assert times == pytest.approx([0.20 * ratio] * 2, rel=1e-12)
         assert "the base step 0.2 s" in capped.note() and "default limit" in capped.note()
         capped.close()
@@ -69,12 +69,12 @@ def test_the_default_limit_measures_the_base_and_every_limit_applies_the_model_t
 def test_its_energy_is_the_busy_power_under_the_limit_over_the_model_s_time(monkeypatch):
     monkeypatch.setattr(emulated_gpu, "LoadWatch", Quiet)
     full = EmulatedDevice(at(700), "power-limit", 0, 0)
-    full.settle([0.1], [0.0])
+    full.settle([0.1], [0.0], [1e9])
     full.close()
     capped = EmulatedDevice(at(490), "power-limit", 0, 0)
     meter = capped.meter(sample_power=True)
     meter.begin()
-    times = capped.settle([0.5, 0.5, 0.5], [0.0, 0.0, 0.0])  # the real steps: slower, no matter
+    times = capped.settle([0.5] * 3, [0.0] * 3, [1e9] * 3)  # real steps: slower, no matter
     window = meter.end()
     meter.close()
     capped.close()
@@ -90,11 +90,27 @@ def test_a_limit_run_with_no_base_stored_measures_its_own_and_a_debug_slowdown_i
     ratio = clock_ratio(490)
     capped = EmulatedDevice(at(490), "power-limit", 0, 0)
     assert capped.measures  # nothing measured at the default limit yet
-    assert capped.settle([0.3, 0.1], [0.0, 0.05]) == pytest.approx([0.1 * ratio, 0.15 * ratio])
+    times = capped.settle([0.3, 0.1], [0.0, 0.05], [0.0, 0.0])  # FLOPs unknown: per step
+    assert times == pytest.approx([0.1 * ratio, 0.15 * ratio])
     capped.close()
     again = EmulatedDevice(at(385), "power-limit", 0, 0)
     assert not again.measures and again.base["step_s"] == 0.1 and not again.base["at_default"]
     again.close()
+
+
+def test_steps_of_other_lengths_take_their_flops_share_of_the_base_rate(monkeypatch):
+    monkeypatch.setattr(emulated_gpu, "LoadWatch", Quiet)
+    ratio = clock_ratio(385)
+    full = EmulatedDevice(at(700), "data-parallel", 0, 0)
+    # the fastest rate: 0.1 s for 1e9 FLOPs (the 2e9-FLOP step ran at half of it)
+    assert full.settle([0.1, 0.4], [0.0, 0.0], [1e9, 2e9]) == pytest.approx([0.1, 0.2])
+    full.close()
+    capped = EmulatedDevice(at(385), "data-parallel", 0, 0)
+    assert capped.settle([1.0, 1.0], [0.0, 0.0], [3e9, 5e8]) == pytest.approx(
+        [0.3 * ratio, 0.05 * ratio]
+    )
+    assert "1e+10 FLOP/s, each step by its FLOPs" in capped.note()
+    capped.close()
 
 
 def test_the_base_belongs_to_one_configuration_and_rank_whatever_its_limit():
