@@ -34,7 +34,7 @@ def leaderboard_view(db: Path, board: pd.DataFrame) -> None:
         selection_mode="single-row",
     )
     st.caption(marking.ESTIMATE_NOTE)
-    st.caption(marking.CI_NOTE)
+    st.caption(marking.interval_note(board["n_repeats"]) + " " + marking.TRUST_NOTE)
     selected = event.selection.rows if event is not None else []
     if selected and selected[0] < len(board):  # a stale selection after filtering is ignored
         detail_views.config_detail(
@@ -104,9 +104,17 @@ def pareto_view(db: Path, board: pd.DataFrame) -> None:
         key="pareto_chart",
         width="stretch",
     )
+    busy = int(points["contended"].map(lambda v: v is True).sum())
     st.caption(
         "Larger, outlined points are non-dominated: no other configuration is at least "
-        "as good on both axes and better on one. " + marking.ESTIMATE_NOTE
+        "as good on both axes and better on one. "
+        + (
+            f"{busy} {marking.trust.CONTENDED} point(s), measured while the machine was shared, "
+            "are ringed in red (the sidebar hides them). "
+            if busy
+            else ""
+        )
+        + marking.ESTIMATE_NOTE
     )
     front = points[points["on_front"]].sort_values(x, ascending=METRICS[x].better == "min")
     table = pd.DataFrame(
@@ -116,6 +124,7 @@ def pareto_view(db: Path, board: pd.DataFrame) -> None:
             METRICS[x].label: front[x],
             METRICS[y].label: front[y],
             "energy": front["energy"],
+            "trust": front["trust"],
         }
     ).reset_index(drop=True)
     energy_cols = tuple(METRICS[m].label for m in (x, y) if METRICS[m].energy)

@@ -1,7 +1,10 @@
 """Altair charts of the dashboard, built from plain DataFrames (no Streamlit calls here).
 
 Shape encodes where energy came from (filled circle: measured; triangle: estimate) in every
-chart that shows an energy figure, and the legend names it.
+chart that shows an energy figure, and the legend names it. A point measured while the machine
+was shared (``contended``, the trust model's ``⚠ contended``) is ringed in red and its tooltip
+carries the trust markers. Error bars are the rows' ``_ci_low``/``_ci_high``: a 95 % CI of the
+median from 6 repeats, else the min–max range (the ``interval`` in the tooltip says which).
 """
 
 from __future__ import annotations
@@ -55,7 +58,11 @@ def pareto_chart(
         alt.Tooltip(f"{y}:Q", format=".4~g"),
         "n_repeats:Q",
         "on_front:N",
+        *(["trust:N"] if "trust" in points else []),
     ]
+    contended = "contended" in points and bool(points["contended"].map(lambda v: v is True).any())
+    if contended:  # a boolean field Vega can test: NULL (unknown) reads as not contended
+        points = points.assign(contended=points["contended"].map(lambda v: v is True))
     enc: dict[str, object] = {
         "x": alt.X(f"{x}:Q", title=axis_title(x, has_est), scale=alt.Scale(zero=False)),
         "y": alt.Y(f"{y}:Q", title=axis_title(y, has_est), scale=alt.Scale(zero=False)),
@@ -64,6 +71,12 @@ def pareto_chart(
         "strokeWidth": alt.condition("datum.on_front", alt.value(2.0), alt.value(0.0)),
         "tooltip": tooltip,
     }
+    if contended:  # ringed in red, whether on the front or not
+        enc["stroke"] = alt.condition("datum.contended", alt.value("red"), alt.value("black"))
+        points = points.assign(ring=[3.0 if c else 2.0 if f else 0.0
+                                     for c, f in zip(points["contended"], points["on_front"],
+                                                     strict=True)])  # fmt: skip
+        enc["strokeWidth"] = alt.StrokeWidth("ring:Q", scale=None, legend=None)
     if color:
         kind = "Q" if color in METRICS else "N"
         title = METRICS[color].label if color in METRICS else color
@@ -94,7 +107,8 @@ def pareto_chart(
 
 
 def comparison_chart(rows: pd.DataFrame, x: str, metric: str, color: str) -> alt.LayerChart:
-    """Median of ``metric`` against ``x`` per ``color`` with CI error bars (a board subset)."""
+    """Median of ``metric`` against ``x`` per ``color`` with interval error bars (a board
+    subset; the tooltip names the interval)."""
     x_kind = "Q" if pd.api.types.is_numeric_dtype(rows[x]) else "O"
     has_est = bool((rows["energy_kind"] == "≈ estimate").any())
     base = alt.Chart(rows).encode(
@@ -113,6 +127,7 @@ def comparison_chart(rows: pd.DataFrame, x: str, metric: str, color: str) -> alt
             "energy:N",
             alt.Tooltip(f"{metric}:Q", format=".4~g"),
             "n_repeats:Q",
+            *(["interval:N", "trust:N"] if "trust" in rows else []),
         ],
     )
     bars = base.mark_rule().encode(y=f"{metric}_ci_low:Q", y2=f"{metric}_ci_high:Q")
@@ -168,7 +183,7 @@ def power_chart(samples: pd.DataFrame, measured: bool) -> alt.Chart:
 
 
 def history_chart(hist: pd.DataFrame, metric: str) -> alt.LayerChart:
-    """One metric per git sha (in first-run order) with CI error bars."""
+    """One metric per git sha (in first-run order) with interval error bars."""
     has_est = bool((hist["energy_kind"] == "≈ estimate").any())
     order = list(dict.fromkeys(hist["git_sha"]))
     base = alt.Chart(hist).encode(
@@ -181,7 +196,13 @@ def history_chart(hist: pd.DataFrame, metric: str) -> alt.LayerChart:
             title=axis_title(metric, has_est, short=True),
             scale=alt.Scale(zero=False),
         ),
-        tooltip=["git_sha:N", "energy:N", alt.Tooltip(f"{metric}:Q", format=".4~g"), "n_repeats:Q"],
+        tooltip=[
+            "git_sha:N",
+            "energy:N",
+            alt.Tooltip(f"{metric}:Q", format=".4~g"),
+            "n_repeats:Q",
+            *(["interval:N", "trust:N"] if "trust" in hist else []),
+        ],
     )
     bars = base.mark_rule().encode(y=f"{metric}_ci_low:Q", y2=f"{metric}_ci_high:Q")
     return alt.layer(bars, line).properties(height=280)

@@ -152,9 +152,11 @@ def comparison_view(db: Path, board: pd.DataFrame, comp: Comparison) -> None:
                 "wait fraction": rows["wait_fraction"],
                 "loss": rows["loss"],
                 "repeats": rows["n_repeats"],
+                "trust": rows["trust"],
                 "energy": rows["energy"],
             }
         ).reset_index(drop=True)
+        st.caption(marking.interval_note(rows["n_repeats"]))
         st.dataframe(
             marking.style_marked(table, rows["energy_measured"], ("J/token", "energy")),
             hide_index=True,

@@ -19,15 +19,14 @@ import pandas as pd
 import streamlit as st
 
 from greenbench.errors import StoreError
-from greenbench.reporting.leaderboard import REPEAT_COLUMNS
+from greenbench.reporting.leaderboard import REPEAT_COLUMNS, TRUST_COLUMNS
+from greenbench.reporting.repeats import columns_of
 from greenbench.store import read_frame, views
 
 CACHE_TTL_S = 5.0
 READ_RETRIES = 6  # waits of READ_BACKOFF_S growing ×1.5 (≤ 0.5 s each): ~1.8 s in all
 READ_BACKOFF_S = 0.1
 DEFAULT_DB = "greenbench.duckdb"
-
-REPEATS_SQL = views.ok_repeats_sql(REPEAT_COLUMNS)
 
 
 def retry_budget_s() -> float:
@@ -88,8 +87,12 @@ def status(db_path: Path) -> DbStatus:
 
 
 def repeats(db_path: Path) -> pd.DataFrame:
-    """One row per repeat of every successful run (columns: leaderboard.REPEAT_COLUMNS)."""
-    return _query(str(db_path), REPEATS_SQL)
+    """One row per repeat of every successful run: `leaderboard.REPEAT_COLUMNS`, and the trust
+    model's columns (`leaderboard.TRUST_COLUMNS`) where the database has them (an older one,
+    opened read-only and never migrated here, lacks some: they read as unknown)."""
+    known = columns_of(_query(str(db_path), views.STORED_COLUMNS))
+    columns = [*REPEAT_COLUMNS, *(c for c in TRUST_COLUMNS if c in known)]
+    return _query(str(db_path), views.ok_repeats_sql(columns))
 
 
 def runs_of(db_path: Path, config_key: str) -> pd.DataFrame:
@@ -97,15 +100,30 @@ def runs_of(db_path: Path, config_key: str) -> pd.DataFrame:
     return _query(str(db_path), views.RUNS_OF_CONFIG, (config_key,))
 
 
+def _reads_mfu_notes(db_path: Path) -> bool:
+    """Whether the database has the MFU notes (schema version 4 on) that reading MFU against
+    the machine's peak needs (`greenbench.store.views`); an older one is read as stored."""
+    return "mfu_note" in columns_of(_query(str(db_path), views.STORED_COLUMNS))
+
+
 def run_record(db_path: Path, run_id: str) -> dict[str, Any] | None:
-    """The `runs` row of one run as a dict, or None."""
+    """The `runs` row of one run as a dict, or None; with whether its MFU peak agrees with its
+    machine's (`views.PEAK_COLUMNS`) where the database can tell."""
     df = _query(str(db_path), views.RUN_RECORD, (run_id,))
-    return None if df.empty else df.iloc[0].to_dict()
+    if df.empty:
+        return None
+    record = df.iloc[0].to_dict()
+    if _reads_mfu_notes(db_path):
+        peak = _query(str(db_path), views.RUN_PEAK, (run_id,))
+        record |= peak.iloc[0].to_dict() if len(peak) else {}
+    return record
 
 
 def run_results(db_path: Path, run_id: str) -> pd.DataFrame:
-    """Every repeat of one run."""
-    return _query(str(db_path), views.RUN_RESULTS, (run_id,))
+    """Every repeat of one run, MFU read against its machine's peak (as stored in a database
+    older than the MFU notes)."""
+    sql = views.RUN_RESULTS if _reads_mfu_notes(db_path) else views.RUN_RESULTS_AS_STORED
+    return _query(str(db_path), sql, (run_id,))
 
 
 def rank_results(db_path: Path, run_id: str) -> pd.DataFrame:

@@ -1,4 +1,11 @@
-"""One configuration in depth: its runs, environment, repeats, ranks, power; and its history."""
+"""One configuration in depth: its runs, environment, how far to trust them, repeats, ranks,
+power; and its history.
+
+A run's trust (`greenbench.vocabulary.trust`) is spelled out above its figures: contended (how
+busy the machine was, in counts), an unreliable idle baseline (net energy unknown, with why),
+a differing MFU peak, the interval its repeats allow. A net energy below zero (a database never
+migrated) is shown unknown, and a rank that reads no meter (its node's CPU is read by local rank
+0) has an empty energy cell, never "0"."""
 
 from __future__ import annotations
 
@@ -11,6 +18,7 @@ import streamlit as st
 
 from greenbench.dashboard_app import charts, data, marking
 from greenbench.reporting.leaderboard import history
+from greenbench.vocabulary import trust
 
 REPEAT_ENERGY = (
     "energy_j",
@@ -26,9 +34,10 @@ REPEAT_ENERGY = (
 
 
 def config_label(row: pd.Series) -> str:
+    busy = f" · {trust.CONTENDED}" if row.get("contended") is True else ""
     return (
         f"{row['config_name']} · {row['workload']} · {row['devices']} × {row['device_type']}"
-        f" · {marking.energy_label(row['energy_source'], row['energy_measured'])}"
+        f" · {marking.energy_label(row['energy_source'], row['energy_measured'])}{busy}"
     )
 
 
@@ -118,9 +127,32 @@ def config_detail(db: Path, row: pd.Series, key: str) -> None:
         st.markdown("**Environment**")
         st.dataframe(fingerprint(rec), hide_index=True)
     measured = bool(rec.get("energy_measured"))
+    if rec["status"] == "ok":
+        _trust(rec, data.run_results(db, run_id))
     _repeats(db, run_id, measured)
     _ranks(db, run_id, key)
     _power(db, run_id, measured)
+
+
+def _trust(rec: dict[str, Any], res: pd.DataFrame) -> None:
+    """How far to trust one run: a warning per signal that lowers it, then every signal."""
+    notes = [n for n in res.get("idle_note", pd.Series(dtype=object)) if isinstance(n, str) and n]
+    negative = (
+        (pd.to_numeric(res.get("energy_net_j"), errors="coerce") < 0).sum() if len(res) else 0
+    )
+    run_trust = trust.Trust.of(
+        rec
+        | {
+            "idle_power_w": res["idle_power_w"].iloc[0] if len(res) else None,
+            "idle_note": notes[0] if notes else "",
+            "n_idle_unreliable": len(notes) + int(negative),
+        },
+        n_repeats=len(res),
+    )
+    st.markdown("**How far to trust it**")
+    for detail in run_trust.details():
+        (st.warning if detail.startswith(("contended", "net energy")) else st.info)(detail)
+    st.caption("; ".join(run_trust.signals()))
 
 
 def _repeats(db: Path, run_id: str, measured: bool) -> None:
@@ -129,6 +161,10 @@ def _repeats(db: Path, run_id: str, measured: bool) -> None:
     if res.empty:
         st.info("This run stored no repeat.")
         return
+    for column in ("energy_net_j", "net_joules_per_token"):  # never a negative net figure
+        if column in res:
+            values = pd.to_numeric(res[column], errors="coerce")
+            res[column] = values.where(~(values < 0))
     st.dataframe(marking.style_marked(res, res["energy_measured"], REPEAT_ENERGY), hide_index=True)
     if not measured:
         st.caption(marking.ESTIMATE_NOTE)
@@ -165,6 +201,9 @@ def _ranks(db: Path, run_id: str, key: str) -> None:
         "energy_note",
     ]
     table = one[[c for c in cols if c in one.columns]].reset_index(drop=True)
+    if "energy_j" in table:  # a rank whose node's CPU local rank 0 reads stored a 0 J window
+        elsewhere = (table["local_rank"] != 0) & (pd.to_numeric(table["energy_j"]) == 0)
+        table["energy_j"] = pd.to_numeric(table["energy_j"]).where(~elsewhere)
     measured = table["energy_source"].fillna("estimate") != "estimate"
     st.dataframe(
         marking.style_marked(
@@ -249,10 +288,13 @@ def history_tab(repeats: pd.DataFrame, board: pd.DataFrame) -> None:
             "tokens_per_s",
             "n_repeats",
             "n_runs",
+            "trust",
+            "interval",
             "first_started_at",
             "energy",
         ]
-    ]
+    ].reset_index(drop=True)
+    st.caption(marking.interval_note(hist["n_repeats"]) + " " + marking.TRUST_NOTE)
     st.dataframe(
         marking.style_marked(
             table, hist["energy_measured"], ("joules_per_token", "net_joules_per_token", "energy")

@@ -1,7 +1,8 @@
 """The sidebar filters and their (pure) application to the per-repeat rows.
 
 Filters act on repeats before aggregation, so every view (leaderboard, Pareto, comparisons)
-sees the same subset. An empty multiselect means "all".
+sees the same subset. An empty multiselect means "all". Runs stored contended (the machine was
+shared) are shown, marked, unless the user hides them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 import streamlit as st
+
+from greenbench.vocabulary.trust import CONTENDED, missing
 
 NO_SUITE = "(no suite)"
 
@@ -22,6 +25,7 @@ class Filters:
     strategies: tuple[str, ...] = ()
     models: tuple[str, ...] = ()
     measured_only: bool = False
+    hide_contended: bool = False  # leave out the repeats of runs that shared the machine
     scope: str = "latest"  # "latest": the newest git sha per configuration; "all": pool all
 
 
@@ -47,6 +51,8 @@ def apply_filters(rows: pd.DataFrame, f: Filters) -> pd.DataFrame:
             keep &= column.isin(values)
     if f.measured_only:
         keep &= rows["energy_measured"].astype(bool)
+    if f.hide_contended and "contended" in rows:
+        keep &= ~rows["contended"].map(lambda v: not missing(v) and bool(v)).astype(bool)
     return rows[keep]
 
 
@@ -68,6 +74,12 @@ def sidebar(rows: pd.DataFrame) -> Filters:
             "Measured energy only",
             key="f_measured",
             help="Hide configurations whose energy is an estimate (TDP × utilisation model).",
+        ),
+        hide_contended=st.sidebar.checkbox(
+            "Hide contended runs",
+            key="f_contended",
+            help=f"Leave out runs marked {CONTENDED}: measured while other processes (or another "
+            "greenbench run) shared the machine, so their figures may be skewed.",
         ),
         scope=st.sidebar.radio(
             "Repeats pooled per configuration",

@@ -1,8 +1,11 @@
-"""How numbers are shown, and how estimated energy is marked wherever it appears.
+"""How numbers are shown, and how estimated energy and the trust model are marked.
 
 An energy figure (J/token, CO2) from the estimate source is written "≈ 0.051 (est.)" on an amber
 background, and its source column says "≈ estimate": it is never formatted like a measurement.
-Numeric columns keep their numbers underneath the formatting, so sorting stays numeric.
+Numeric columns keep their numbers underneath the formatting, so sorting stays numeric. Every
+table of configurations has a ``trust`` column with the trust model's markers
+(`greenbench.vocabulary.trust`: ``⚠ contended``, unknown net energy, too few repeats for a 95 %
+interval), and intervals are named for what they are (`interval_note`).
 """
 
 from __future__ import annotations
@@ -13,19 +16,29 @@ import pandas as pd
 from pandas.io.formats.style import Styler
 
 from greenbench import vocabulary
+from greenbench.vocabulary import trust
 
 ESTIMATE_NOTE = (
     "≈ … (est.) marks **estimated energy**: a TDP × utilisation model, used where no energy "
     "counter exists. It is not a measurement; compare it only with other estimates."
 )
-CI_NOTE = (
-    "CI: distribution-free 95 % interval of the median; with fewer than 6 repeats it is the "
-    "range of the repeats (lower coverage). MFU basis says which peak MFU divides by."
+TRUST_NOTE = (
+    f"Trust: **{trust.CONTENDED}** measured while other processes or another greenbench run "
+    "shared the machine (figures may be skewed; the sidebar hides them); "
+    f"**{trust.IDLE_MARK}** net energy unknown, its idle baseline sampled on a busy machine or "
+    "above the run's mean power; **min–max of N** fewer repeats than a 95 % interval needs "
+    f"({trust.repeats_for_interval()}). MFU basis says which peak MFU divides by."
 )
 ESTIMATE_BG = "background-color: rgba(255, 170, 0, 0.18)"
+CONTENDED_BG = "background-color: rgba(220, 50, 50, 0.15)"
 
 #: leaderboard columns that carry (or derive from) an energy figure
-ENERGY_DISPLAY = ("J/token", "J/token net", "J/token CI", "CO2 g/M tok")
+ENERGY_DISPLAY = ("J/token", "J/token net", "J/token interval", "CO2 g/M tok")
+
+
+def interval_note(n_repeats: pd.Series) -> str:
+    """What the interval columns of rows with these repeat counts hold, in words."""
+    return f"Interval: {trust.interval_caption(int(n) for n in n_repeats)}."
 
 
 def fmt(value: object) -> str:
@@ -100,13 +113,15 @@ def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
             "peak mem MiB": board["peak_mem_bytes"] / 2**20,
             "CO2 g/M tok": board["co2_g_per_mtok"],
             "repeats": board["n_repeats"],
-            "J/token CI": [
+            "trust": board["trust"],
+            "interval": board["interval"],
+            "J/token interval": [
                 fmt_ci(lo, hi)
                 for lo, hi in zip(
                     board["joules_per_token_ci_low"], board["joules_per_token_ci_high"], strict=True
                 )
             ],
-            "tokens/s CI": [
+            "tokens/s interval": [
                 fmt_ci(lo, hi)
                 for lo, hi in zip(
                     board["tokens_per_s_ci_low"], board["tokens_per_s_ci_high"], strict=True
@@ -128,10 +143,15 @@ def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
 def style_marked(
     table: pd.DataFrame, measured: pd.Series, energy_columns: tuple[str, ...]
 ) -> Styler:
-    """Format every number; mark the energy cells of estimated rows."""
+    """Format every number; mark the energy cells of estimated rows, and the ``trust`` cell of
+    a contended row."""
     measured = measured.astype(bool).reset_index(drop=True)
     numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
     styler = table.style.format(fmt, subset=numeric)
+    if "trust" in table.columns:
+        busy = list(table.index[table["trust"].fillna("").str.contains(trust.CONTENDED)])
+        if busy:
+            styler = styler.map(lambda _: CONTENDED_BG, subset=pd.IndexSlice[busy, ["trust"]])
     estimated = list(table.index[~measured.to_numpy()])
     if estimated:
         cols = [c for c in energy_columns if c in table.columns]

@@ -20,7 +20,11 @@ from greenbench.vocabulary import energy_label
 
 def stored_columns(db_path: str | Path) -> set[str]:
     """The columns a repeat row can take from this database (``runs`` and ``results``)."""
-    frame = read_frame(db_path, STORED_COLUMNS)
+    return columns_of(read_frame(db_path, STORED_COLUMNS))
+
+
+def columns_of(frame: pd.DataFrame) -> set[str]:
+    """`stored_columns` from the answer to ``views.STORED_COLUMNS``."""
     known = {
         c
         for t, c in zip(frame["table_name"], frame["column_name"], strict=True)

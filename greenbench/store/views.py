@@ -175,6 +175,10 @@ def results_of_run_sql(
 
 
 RUN_RESULTS = results_of_run_sql()
+#: `RUN_RESULTS` as stored, for a database older than the MFU notes (readers do not migrate)
+RUN_RESULTS_AS_STORED = (
+    "SELECT * EXCLUDE (run_id, step_times_s) FROM results WHERE run_id = ? ORDER BY repeat"
+)
 #: one run's `PEAK_COLUMNS` (``?``: its exact id)
 RUN_PEAK = (
     f"SELECT {', '.join(f'{mfu_columns()[c]} AS {c}' for c in PEAK_COLUMNS)} FROM runs r "

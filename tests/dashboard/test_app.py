@@ -318,3 +318,108 @@ def test_a_database_written_by_the_real_store(
         assert not at.exception
         assert rapl in texts(at)  # the detail's caption names the configuration opened
         assert "No power time series" not in texts(at)
+
+
+# --- the trust model: contended runs marked (and hideable), unknown net energy, intervals ------
+
+BUSY_CONFIG = "mamba/tiny seq=256 fixed single×1"  # newest sha's run of it is stored contended
+IDLE_CONFIG = "transformer/tiny seq=512 longalign ddp×2"  # its idle baseline was unreliable
+
+
+@pytest.fixture
+def trust_db(dashboard_db: Path) -> Path:
+    """The seeded database with the trust model's columns (as a migrated one holds them): one
+    configuration's newest run contended, one with an unreliable idle baseline (net energy
+    unknown), and rank 1 of that run reading no meter (its window 0 J, read by local rank 0)."""
+    con = duckdb.connect(str(dashboard_db))
+    con.execute("ALTER TABLE runs ADD COLUMN contended BOOLEAN")
+    con.execute("ALTER TABLE runs ADD COLUMN others_busy_cores DOUBLE")
+    con.execute("ALTER TABLE runs ADD COLUMN other_greenbench INTEGER")
+    con.execute("ALTER TABLE results ADD COLUMN idle_note VARCHAR")
+    con.execute("UPDATE runs SET contended = false, others_busy_cores = 0.02, other_greenbench = 0")
+    con.execute(
+        "UPDATE runs SET contended = true, others_busy_cores = 1.4, other_greenbench = 2 "
+        "WHERE config_name = ? AND git_sha = 'bbbb2222'",
+        [BUSY_CONFIG],
+    )
+    con.execute("UPDATE results SET idle_note = ''")
+    con.execute(
+        "UPDATE results SET energy_net_j = NULL, net_joules_per_token = NULL, idle_note = "
+        "'idle baseline unreliable: idle power sampled while other processes kept 1.10 cores "
+        "busy' WHERE run_id IN (SELECT run_id FROM runs WHERE config_name = ?)",
+        [IDLE_CONFIG],
+    )
+    con.execute(
+        "UPDATE rank_results SET energy_j = 0.0, energy_note = 'CPU/DRAM energy read by local "
+        "rank 0' WHERE rank = 1"
+    )
+    con.close()
+    return dashboard_db
+
+
+def test_contended_configurations_are_marked_and_can_be_hidden(
+    trust_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = run_app(trust_db, monkeypatch)
+    df = board(at).set_index("configuration")
+    assert df.loc[BUSY_CONFIG, "trust"].startswith("⚠ contended")
+    assert "contended" not in df.loc["mamba/tiny seq=1024 fixed single×1", "trust"]
+    assert "net unknown: idle unreliable" in df.loc[IDLE_CONFIG, "trust"]
+    assert pd.isna(df.loc[IDLE_CONFIG, "J/token net"])  # unknown, never a number
+    assert "⚠ contended" in texts(at)  # the caption says what the marker means
+    at.sidebar.checkbox(key="f_contended").check().run()
+    assert not at.exception
+    # without its contended run, the configuration shows its older, uncontended one
+    hidden = board(at).set_index("configuration")
+    assert len(hidden) == ALL_CONFIGS and hidden.loc[BUSY_CONFIG, "git sha"] == "aaaa1111"
+    assert "contended" not in hidden.loc[BUSY_CONFIG, "trust"]
+    assert not hidden["trust"].str.contains("contended").any()
+
+
+def test_intervals_are_named_for_what_they_are(
+    trust_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = run_app(trust_db, monkeypatch)
+    df = board(at)
+    assert "J/token CI" not in df.columns and set(df["interval"]) == {"min–max range"}
+    assert "min–max of 3" in set(df["trust"].str.split(" · ").explode())
+    assert "not a CI" in texts(at)  # three repeats: the caption says it is no 95 % interval
+
+
+def test_pareto_and_history_mark_a_contended_run(
+    trust_db: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    at = run_app(trust_db, monkeypatch, "Pareto")
+    front = board(at).set_index("configuration")
+    assert front.loc[BUSY_CONFIG, "trust"].startswith("⚠ contended")  # on the estimates' front
+    assert "ringed in red" in texts(at)
+    at = run_app(trust_db, monkeypatch, "History")
+    rows = {o: o for o in at.selectbox(key="history_config").options}
+    busy = next(o for o in rows if BUSY_CONFIG in o)
+    at.selectbox(key="history_config").set_value(busy).run()
+    hist = at.dataframe[0].value.set_index("git_sha")
+    assert hist.loc["bbbb2222", "trust"].startswith("⚠ contended")
+    assert "contended" not in hist.loc["aaaa1111", "trust"]
+
+
+def test_run_detail_says_how_far_to_trust_the_run(
+    trust_db: Path, monkeypatch: pytest.MonkeyPatch, seeded: Any
+) -> None:
+    at = run_app(trust_db, monkeypatch, "Run detail")
+    options = at.selectbox(key="detail_config").options
+    at.selectbox(key="detail_config").select_index(
+        next(i for i, o in enumerate(options) if BUSY_CONFIG in o)
+    ).run()
+    shown = texts(at)
+    assert "other processes kept 1.40 cores busy; 2 other greenbench processes" in shown
+    at.selectbox(key="detail_config").select_index(
+        next(i for i, o in enumerate(options) if IDLE_CONFIG in o)
+    ).run()
+    shown = texts(at)
+    assert "net energy unknown: idle baseline unreliable" in shown
+    ranks = display_values(at, 2)
+    # rank 1 reads no meter (its node's CPU is read by local rank 0): empty, never "≈ 0 (est.)"
+    assert ranks.loc[1, "energy_j"] == "–" and "read by local rank 0" in ranks.loc[1, "energy_note"]
+    repeats = at.dataframe[1].value
+    assert repeats["energy_net_j"].isna().all()
+    assert not (pd.to_numeric(repeats["net_joules_per_token"], errors="coerce") < 0).any()
