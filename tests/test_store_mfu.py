@@ -153,8 +153,9 @@ def test_a_database_older_than_mfu_notes_still_shows_its_runs(db):
     assert a["mfu"] == pytest.approx(0.179)  # as stored
 
 
-def test_the_leaderboard_pools_mfu_read_against_one_peak(db):
-    from greenbench.dashboard_app.data import REPEATS_SQL
+def test_the_dashboard_s_leaderboard_pools_mfu_read_against_one_peak(db):
+    from greenbench.dashboard_app import data
 
-    rows = read_frame(db, REPEATS_SQL)
+    data.clear_cache()
+    rows = data.repeats(db)
     assert sorted(rows["mfu"]) == pytest.approx(sorted([ACHIEVED["a"] / HIGH, 0.061]))
