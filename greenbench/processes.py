@@ -1,6 +1,8 @@
 """How greenbench's child processes live and end: they die with the process that started them
 (ranks with their launcher, the Streamlit server with `greenbench dashboard`), and ranks end
-without running interpreter finalization after distributed work (see `exit_now`)."""
+without running interpreter finalization after distributed work (see `exit_now`); and how a
+stop (Ctrl-C, SIGTERM) reaches the launcher even when it lands while a child is being started
+(see `stop_handler`)."""
 
 from __future__ import annotations
 
@@ -43,3 +45,25 @@ def exit_now(code: int) -> None:
         except (OSError, ValueError):
             pass
     os._exit(code)
+
+
+_stop_signal: int | None = None
+
+
+def stop_handler(signum: int, frame: object) -> None:
+    """A signal handler for SIGINT and SIGTERM: remember the stop, then raise KeyboardInterrupt.
+
+    Why remember: a KeyboardInterrupt raised while Python runs its at-fork hooks (starting a
+    child with ``preexec_fn``, which forks) is printed as "Exception ignored" and dropped, and the
+    stop would be lost; whoever starts a child calls `raise_if_stopped` right after, so a stop
+    that landed meanwhile still stops it."""
+    global _stop_signal
+    _stop_signal = signum
+    raise KeyboardInterrupt
+
+
+def raise_if_stopped() -> None:
+    """KeyboardInterrupt if `stop_handler` has been called in this process (the stop may have
+    been swallowed where it landed)."""
+    if _stop_signal is not None:
+        raise KeyboardInterrupt

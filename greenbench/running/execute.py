@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 
 from greenbench.errors import WorkerFailed
-from greenbench.processes import die_with_parent
+from greenbench.processes import die_with_parent, raise_if_stopped
 from greenbench.results import RankResult
 from greenbench.running.cpu_quota import RankQuotas
 from greenbench.running.hangs import find_hang
@@ -125,6 +125,7 @@ def execute(
                 preexec_fn=die_with_parent,
             )
             try:
+                raise_if_stopped()  # a stop that landed while the child was being started
                 code = proc.wait(timeout=timeout_s)
             except subprocess.TimeoutExpired:
                 hang = find_hang(proc.pid, out)

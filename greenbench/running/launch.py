@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from greenbench.errors import DoesNotFit, GreenbenchError, WorkerFailed
+from greenbench.processes import stop_handler
 from greenbench.results import RankResult, RepeatResult, RunOutcome
 from greenbench.running import simulated, user_run
 from greenbench.running.contention import ContentionWatch
@@ -559,14 +560,13 @@ def finished_configs(db_path: Path) -> set[tuple[str, str | None]]:
 
 
 def install_interrupt_handlers() -> None:
-    """SIGINT and SIGTERM both raise KeyboardInterrupt, so the current run is marked interrupted.
+    """SIGINT and SIGTERM both raise KeyboardInterrupt, so the current run is marked interrupted
+    (remembered, so that a stop landing while a rank is being started is not lost:
+    `greenbench.processes.stop_handler`).
 
     SIGINT is set explicitly: a process started in the background by a non-interactive shell
     (``cmd &`` in a script, many CI runners) inherits SIGINT *ignored*, and Python then leaves it
     ignored, so ``kill -INT`` would do nothing."""
 
-    def handler(signum: int, frame: object) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, stop_handler)
+    signal.signal(signal.SIGTERM, stop_handler)

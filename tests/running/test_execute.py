@@ -106,3 +106,32 @@ def test_working_folders_of_dead_launchers_are_swept(tmp_path):
         (folder / "ranks").mkdir(parents=True)
     assert sweep_stale_temp(tmp_path) == [dead]
     assert not dead.exists() and live.exists() and other.exists()
+
+
+def test_a_stop_swallowed_while_a_rank_started_still_stops_it(tmp_path, monkeypatch):
+    # Python drops a KeyboardInterrupt raised inside its at-fork hooks ("Exception ignored"), as
+    # happens when SIGTERM lands while a child is forked with preexec_fn; the handler remembers
+    # the stop, and the launcher raises it as soon as the child exists, stopping it
+    import signal
+    import time
+
+    import psutil
+    import pytest
+    from helpers import QUICK
+
+    from greenbench import processes
+    from greenbench.running.execute import execute
+    from greenbench.spec import expand
+
+    with pytest.raises(KeyboardInterrupt):
+        processes.stop_handler(signal.SIGTERM, None)  # what the signal would do: raise …
+    # … here swallowed; the stop stays remembered
+    monkeypatch.setattr(processes, "_stop_signal", signal.SIGTERM)
+    spec = expand("transformer-vs-mamba", [{**QUICK, "timeout_s": 600.0}])[0]
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    start = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        execute(spec)
+    assert time.monotonic() - start < 60  # stopped at once, not after a whole run
+    left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+    assert all(p.status() == psutil.STATUS_ZOMBIE for p in left if p.is_running()), left
