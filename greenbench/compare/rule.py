@@ -58,7 +58,7 @@ from greenbench.compare.verdict import (
 from greenbench.errors import SpecError
 from greenbench.reporting.refs import KEY_COLUMNS
 from greenbench.vocabulary import is_simulated
-from greenbench.vocabulary.trust import missing
+from greenbench.vocabulary.trust import flagged
 
 
 def compare(
@@ -216,7 +216,7 @@ def _contended_mask(group: pd.DataFrame) -> pd.Series:
     """Which repeat rows come from runs stored contended (NULL, or no column: not watched)."""
     if "contended" not in group.columns:
         return pd.Series(False, index=group.index)
-    return group["contended"].map(lambda v: v is True or (not missing(v) and bool(v)))
+    return group["contended"].map(flagged).astype(bool)
 
 
 def _contention(b: pd.DataFrame, c: pd.DataFrame) -> dict[str, Any]:

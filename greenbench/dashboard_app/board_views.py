@@ -104,7 +104,7 @@ def pareto_view(db: Path, board: pd.DataFrame) -> None:
         key="pareto_chart",
         width="stretch",
     )
-    busy = int(points["contended"].map(lambda v: v is True).sum())
+    busy = int(points["contended"].map(marking.trust.flagged).sum())
     st.caption(
         "Larger, outlined points are non-dominated: no other configuration is at least "
         "as good on both axes and better on one. "

@@ -13,6 +13,7 @@ import altair as alt
 import pandas as pd
 
 from greenbench.reporting.leaderboard import METRICS, Better
+from greenbench.vocabulary.trust import flagged
 
 ENERGY_SHAPES = alt.Scale(domain=["measured", "≈ estimate"], range=["circle", "triangle-up"])
 SELECTION = "pick"  # name of the point-selection parameter of the Pareto chart
@@ -60,9 +61,9 @@ def pareto_chart(
         "on_front:N",
         *(["trust:N"] if "trust" in points else []),
     ]
-    contended = "contended" in points and bool(points["contended"].map(lambda v: v is True).any())
+    contended = "contended" in points and bool(points["contended"].map(flagged).any())
     if contended:  # a boolean field Vega can test: NULL (unknown) reads as not contended
-        points = points.assign(contended=points["contended"].map(lambda v: v is True))
+        points = points.assign(contended=points["contended"].map(flagged))
     enc: dict[str, object] = {
         "x": alt.X(f"{x}:Q", title=axis_title(x, has_est), scale=alt.Scale(zero=False)),
         "y": alt.Y(f"{y}:Q", title=axis_title(y, has_est), scale=alt.Scale(zero=False)),

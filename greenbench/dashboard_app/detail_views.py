@@ -34,7 +34,7 @@ REPEAT_ENERGY = (
 
 
 def config_label(row: pd.Series) -> str:
-    busy = f" · {trust.CONTENDED}" if row.get("contended") is True else ""
+    busy = f" · {trust.CONTENDED}" if trust.flagged(row.get("contended")) else ""
     return (
         f"{row['config_name']} · {row['workload']} · {row['devices']} × {row['device_type']}"
         f" · {marking.energy_label(row['energy_source'], row['energy_measured'])}{busy}"

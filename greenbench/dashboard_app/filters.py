@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import pandas as pd
 import streamlit as st
 
-from greenbench.vocabulary.trust import CONTENDED, missing
+from greenbench.vocabulary.trust import CONTENDED, flagged
 
 NO_SUITE = "(no suite)"
 
@@ -52,7 +52,7 @@ def apply_filters(rows: pd.DataFrame, f: Filters) -> pd.DataFrame:
     if f.measured_only:
         keep &= rows["energy_measured"].astype(bool)
     if f.hide_contended and "contended" in rows:
-        keep &= ~rows["contended"].map(lambda v: not missing(v) and bool(v)).astype(bool)
+        keep &= ~rows["contended"].map(flagged).astype(bool)
     return rows[keep]
 
 

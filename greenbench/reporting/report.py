@@ -47,7 +47,7 @@ from greenbench.reporting import hybrid, odc, power_limits, skippipe
 from greenbench.reporting.leaderboard import leaderboard, pareto_front_by, without_simulated
 from greenbench.reporting.refs import load_ref, query_results
 from greenbench.vocabulary import energy_label
-from greenbench.vocabulary.trust import CONTENDED, Trust, interval_caption
+from greenbench.vocabulary.trust import CONTENDED, Trust, flagged, interval_caption
 
 _DPI = 110
 
@@ -247,7 +247,7 @@ def _pareto_section(table: pd.DataFrame, out_dir: Path) -> list[str]:
         ax.scatter(
             f["tokens_per_s"], f["jpt"], s=160, facecolors="none", edgecolors="k", label="front"
         )
-        busy = g[g["contended"].map(lambda v: v is True or v == 1)]
+        busy = g[g["contended"].map(flagged)]
         if len(busy):  # marked, never left out: the user judges them
             ax.scatter(busy["tokens_per_s"], busy["jpt"], s=260, marker="x", color="C3",
                        label=CONTENDED)  # fmt: skip
@@ -257,7 +257,7 @@ def _pareto_section(table: pd.DataFrame, out_dir: Path) -> list[str]:
         ax.set_title(f"energy: {energy}")
         ax.legend(fontsize=7)
         names = ", ".join(
-            f"`{n}`" + (f" ({CONTENDED})" if c is True else "")
+            f"`{n}`" + (f" ({CONTENDED})" if flagged(c) else "")
             for n, c in zip(f["config_name"], f["contended"], strict=True)
         )
         lines.append(f"- Pareto front, energy {energy}: {names}")
@@ -299,7 +299,10 @@ def _workload_section(workload: str, g: pd.DataFrame, out_dir: Path) -> list[str
     fig = Figure(figsize=(11.0, 1.2 + 0.45 * len(g)))
     ax_e, ax_t = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     pos = np.arange(len(g))
-    labels = [f"{n} [{e}]" for n, e in zip(g["config_name"], g["energy"], strict=True)]
+    labels = [
+        f"{n} [{e}]" + (f" {CONTENDED}" if flagged(c) else "")
+        for n, e, c in zip(g["config_name"], g["energy"], g["contended"], strict=True)
+    ]
     hatch = ["//" if e == "estimate" else "" for e in g["energy"]]
     err = np.vstack([g["jpt"] - g["jpt_lo"], g["jpt_hi"] - g["jpt"]])
     bars = ax_e.barh(pos, g["jpt"].fillna(0), xerr=np.nan_to_num(err), capsize=3, color="C2")
@@ -320,11 +323,13 @@ def _workload_section(workload: str, g: pd.DataFrame, out_dir: Path) -> list[str
     lines = [f"![{workload}: J/token and tokens/s per configuration]({name})", ""]
     for energy, i in best.items():
         name, jpt = g.loc[i, "config_name"], _g(g.loc[i, "jpt"])
-        lines.append(f"- Fewest J/token, {energy}: `{name}` ({jpt})")
+        busy = f", {CONTENDED}" if flagged(g.loc[i, "contended"]) else ""
+        lines.append(f"- Fewest J/token, {energy}: `{name}` ({jpt}{busy})")
     if g["tokens_per_s"].notna().any():
         fastest = g.loc[g["tokens_per_s"].idxmax()]
         tps = _g(fastest["tokens_per_s"])
-        lines.append(f"- Fastest: `{fastest['config_name']}` ({tps} tokens/s)")
+        busy = f", {CONTENDED}" if flagged(fastest["contended"]) else ""
+        lines.append(f"- Fastest: `{fastest['config_name']}` ({tps} tokens/s{busy})")
     return lines + _waiting_table(g)
 
 

@@ -238,9 +238,15 @@ def run_detail(db_path: Path, run_id: str) -> None:
                 _fmt(r["compute_s"], ".3f"),
                 _fmt(r["comm_s"], ".3f"),
                 _fmt(r["wait_s"], ".3f"),
-                _fmt(r["energy_j"], ".4g"),
+                _fmt(None if read_elsewhere(r) else r["energy_j"], ".4g"),
             )
         console.print(table)
+
+
+def read_elsewhere(rank: dict[str, Any]) -> bool:
+    """Whether a rank's energy window is a stand-in: its node's CPU is read by local rank 0,
+    and its 0 J says nothing (shown empty, never as a zero)."""
+    return rank.get("local_rank") != 0 and rank.get("energy_j") == 0
 
 
 def trust_lines(run: dict[str, Any], results: list[dict[str, Any]]) -> None:

@@ -74,6 +74,11 @@ def missing(value: object) -> bool:
         return True
 
 
+def flagged(value: object) -> bool:
+    """Whether a stored flag is known to be true (numpy's and Python's; NULL reads false)."""
+    return not missing(value) and bool(value)
+
+
 def _flag(value: object) -> bool | None:
     return None if missing(value) else bool(value)
 

@@ -230,4 +230,6 @@ def test_a_contended_configuration_is_marked_in_the_report(tmp_path: Path) -> No
                 if line.startswith("| transformer-vs-mamba | transformer")]  # fmt: skip
     assert "contended" not in clean
     assert "1 of 2 configurations measured while the machine was shared" in text
+    fewest = next(line for line in text.splitlines() if line.startswith("- Fewest J/token"))
+    assert "`mamba/tiny seq=128`" in fewest and fewest.endswith(", ⚠ contended)")
     assert "other processes kept 1.40 cores busy" in text

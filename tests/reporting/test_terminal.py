@@ -273,3 +273,11 @@ def test_show_says_how_far_to_trust_a_run(trust_db: Path) -> None:
     # a run stored without a contention watch is unknown, never shown as clean
     unwatched = " ".join(_invoke("show", "cleanrun0001", "--db", str(trust_db)).output.split())
     assert "contention not recorded" in unwatched and "⚠ contended" not in unwatched
+
+
+def test_a_rank_whose_node_is_read_by_local_rank_0_shows_no_energy_not_a_zero() -> None:
+    from greenbench.reporting.terminal import read_elsewhere
+
+    assert read_elsewhere({"local_rank": 1, "energy_j": 0.0})  # its node's CPU: rank 0's window
+    assert not read_elsewhere({"local_rank": 0, "energy_j": 0.0})
+    assert not read_elsewhere({"local_rank": 1, "energy_j": 350.0})  # its own GPU
