@@ -29,7 +29,8 @@ The signals, and the stored columns they come from:
   min–max range of the repeats, and it is named so (`interval_for`, `interval_caption`).
 
 Rendering: `Trust.markers` are the short flags of what lowers trust (empty when nothing does),
-`Trust.mark` joins them for a table cell, `Trust.details` spells each out for a detail view.
+`Trust.mark` joins them for a table cell, `Trust.details` spells each of them out, and
+`Trust.signals` gives every signal, good or bad, for a detail view.
 Pure Python: no torch, no pandas needed (pandas' missing values are understood).
 """
 
