@@ -55,15 +55,22 @@ def stop_handler(signum: int, frame: object) -> None:
 
     Why remember: a KeyboardInterrupt raised while Python runs its at-fork hooks (starting a
     child with ``preexec_fn``, which forks) is printed as "Exception ignored" and dropped, and the
-    stop would be lost; whoever starts a child calls `raise_if_stopped` right after, so a stop
-    that landed meanwhile still stops it."""
+    stop would be lost; whoever starts a child calls `forget_stops` before and `raise_if_stopped`
+    right after, so a stop that landed meanwhile still stops it."""
     global _stop_signal
     _stop_signal = signum
     raise KeyboardInterrupt
 
 
+def forget_stops() -> None:
+    """Start watching for a stop afresh, before starting a child: a stop remembered earlier was
+    raised where it landed and has been acted on."""
+    global _stop_signal
+    _stop_signal = None
+
+
 def raise_if_stopped() -> None:
-    """KeyboardInterrupt if `stop_handler` has been called in this process (the stop may have
-    been swallowed where it landed)."""
+    """KeyboardInterrupt if `stop_handler` has been called since `forget_stops` (the stop may
+    have been swallowed where it landed)."""
     if _stop_signal is not None:
         raise KeyboardInterrupt

@@ -7,7 +7,7 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 #: one tiny Transformer run on the CPU: one warm-up and one measured step, no idle sampling, one
 #: repeat (on the CPU on every machine: ``device: auto`` would take a GPU where there is one)
@@ -55,3 +55,21 @@ def rank_start_s() -> float:
         stdout=subprocess.DEVNULL,
     )
     return time.monotonic() - start
+
+
+def spawn(fn: Callable[..., None], args: tuple, nprocs: int) -> None:
+    """``torch.multiprocessing.spawn(fn, args, nprocs)``, each rank ending as greenbench's own
+    ranks do (`greenbench.processes.exit_now`): once ``fn`` has returned, with its results on
+    disk, without interpreter finalization, where a gloo thread still releasing the last
+    collective can abort the process ("terminate called without an active exception") after a
+    successful run. An exception in ``fn`` reaches the caller as ``spawn`` reports it."""
+    import torch.multiprocessing as mp
+
+    mp.spawn(_rank_then_exit, args=(fn, *args), nprocs=nprocs, join=True)
+
+
+def _rank_then_exit(rank: int, fn: Callable[..., None], *args: object) -> None:
+    fn(rank, *args)
+    from greenbench.processes import exit_now
+
+    exit_now(0)

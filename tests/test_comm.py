@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from helpers import free_port
+from helpers import free_port, spawn
 
 from greenbench.comm import CommRecorder, tensor_bytes
 from greenbench.running.window import settle_calls
@@ -46,7 +45,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 @pytest.mark.slow
 def test_records_on_gloo_say_bytes_dims_and_who_waited(tmp_path: Path):
     out = str(tmp_path / "comm")
-    mp.spawn(_rank, args=(2, free_port(), out), nprocs=2, join=True)
+    spawn(_rank, (2, free_port(), out), 2)
     r0, r1 = (torch.load(f"{out}.{r}", weights_only=False) for r in range(2))
     for r in (r0, r1):
         by_op = {(c.dim, c.op): c for c in r["records"]}
@@ -97,7 +96,7 @@ def _nccl_rank(rank: int, port: int, out: str) -> None:
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_nccl_collectives_are_timed_with_cuda_events(tmp_path: Path):
     out = str(tmp_path / "nccl.pt")
-    mp.spawn(_nccl_rank, args=(free_port(), out), nprocs=1, join=True)
+    spawn(_nccl_rank, (free_port(), out), 1)
     calls = torch.load(out)
     assert [c[2] for c in calls] == [4 << 20, 1 << 20]  # bytes are the tensors' bytes
     assert all(c[3] > 0 for c in calls)  # timed on the GPU, not left at 0

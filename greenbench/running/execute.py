@@ -27,7 +27,7 @@ from typing import Any
 import psutil
 
 from greenbench.errors import WorkerFailed
-from greenbench.processes import die_with_parent, raise_if_stopped
+from greenbench.processes import die_with_parent, forget_stops, raise_if_stopped
 from greenbench.results import RankResult
 from greenbench.running.cpu_quota import RankQuotas
 from greenbench.running.hangs import find_hang
@@ -115,6 +115,7 @@ def execute(
                 env.update(quotas.env())
                 if quotas.warning:
                     warnings.append(quotas.warning)
+            forget_stops()  # from here a stop swallowed while forking is remembered
             proc = subprocess.Popen(
                 worker_command(spec, spec_file, out, rdzv),
                 stdout=log_f,

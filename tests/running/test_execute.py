@@ -110,9 +110,11 @@ def test_working_folders_of_dead_launchers_are_swept(tmp_path):
 
 def test_a_stop_swallowed_while_a_rank_started_still_stops_it(tmp_path, monkeypatch):
     # Python drops a KeyboardInterrupt raised inside its at-fork hooks ("Exception ignored"), as
-    # happens when SIGTERM lands while a child is forked with preexec_fn; the handler remembers
-    # the stop, and the launcher raises it as soon as the child exists, stopping it
+    # happens when SIGTERM lands while a child is forked with preexec_fn: here the handler runs
+    # as the child is started and its exception goes nowhere. The handler remembers the stop,
+    # and the launcher raises it as soon as the child exists, stopping it.
     import signal
+    import subprocess
     import time
 
     import psutil
@@ -120,18 +122,42 @@ def test_a_stop_swallowed_while_a_rank_started_still_stops_it(tmp_path, monkeypa
     from helpers import QUICK
 
     from greenbench import processes
-    from greenbench.running.execute import execute
+    from greenbench.running import execute as execute_module
     from greenbench.spec import expand
 
-    with pytest.raises(KeyboardInterrupt):
-        processes.stop_handler(signal.SIGTERM, None)  # what the signal would do: raise …
-    # … here swallowed; the stop stays remembered
-    monkeypatch.setattr(processes, "_stop_signal", signal.SIGTERM)
+    monkeypatch.setattr(processes, "_stop_signal", None)
+    real_popen = subprocess.Popen
+
+    def popen_hit_by_a_stop(*args, **kwargs):
+        proc = real_popen(*args, **kwargs)
+        try:
+            processes.stop_handler(signal.SIGTERM, None)
+        except KeyboardInterrupt:
+            pass  # swallowed, as in an at-fork hook
+        return proc
+
+    monkeypatch.setattr(execute_module.subprocess, "Popen", popen_hit_by_a_stop)
     spec = expand("transformer-vs-mamba", [{**QUICK, "timeout_s": 600.0}])[0]
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     start = time.monotonic()
     with pytest.raises(KeyboardInterrupt):
-        execute(spec)
+        execute_module.execute(spec)
     assert time.monotonic() - start < 60  # stopped at once, not after a whole run
     left = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
     assert all(p.status() == psutil.STATUS_ZOMBIE for p in left if p.is_running()), left
+    monkeypatch.undo()
+    processes.forget_stops()
+
+
+def test_a_stop_acted_on_earlier_does_not_stop_the_next_rank(monkeypatch):
+    import signal
+
+    import pytest
+
+    from greenbench import processes
+
+    monkeypatch.setattr(processes, "_stop_signal", None)
+    with pytest.raises(KeyboardInterrupt):
+        processes.stop_handler(signal.SIGINT, None)  # raised, and handled by whoever caught it
+    processes.forget_stops()  # as execute does before starting a rank
+    processes.raise_if_stopped()  # nothing: the earlier stop was acted on

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from helpers import free_port
+from helpers import free_port, spawn
 
 from greenbench.running.mesh import build_mesh
 from greenbench.vocabulary import Layout
@@ -43,7 +42,7 @@ def _rank(rank: int, world: int, port: int, out: str) -> None:
 
 def test_a_two_by_two_layout_on_four_ranks(tmp_path: Path):
     out = str(tmp_path / "mesh")
-    mp.spawn(_rank, args=(4, free_port(), out), nprocs=4, join=True)
+    spawn(_rank, (4, free_port(), out), 4)
     facts = [torch.load(f"{out}.{r}") for r in range(4)]
     for rank, f in enumerate(facts):
         assert f["names"] == ("dp_shard", "tp") and f["shape"] == (2, 2)

@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from helpers import free_port
+from helpers import free_port, spawn
 from torch import nn
 
 from greenbench.running.state_memory import StateMemory, local_bytes
@@ -141,7 +140,7 @@ def _fsdp_rank(rank: int, port: int, out: str) -> None:
 @pytest.mark.slow
 def test_fsdp_ranks_count_their_own_shards(tmp_path: Path) -> None:
     out = str(tmp_path / "state")
-    mp.spawn(_fsdp_rank, args=(free_port(), out), nprocs=2, join=True)
+    spawn(_fsdp_rank, (free_port(), out), 2)
     n = n_params(mlp())  # every dimension is even: two equal shards
     for rank in range(2):
         s = torch.load(f"{out}.{rank}", weights_only=False)

@@ -17,9 +17,8 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
 import torch.nn.functional as F
-from helpers import free_port
+from helpers import free_port, spawn
 from transformers import LlamaForCausalLM
 
 from greenbench.comm import CommRecorder
@@ -114,7 +113,7 @@ def _worker(rank: int, world: int, port: int, case: tuple, out: str) -> None:
 def run_cp(family: str, cp: int, kv_heads: int | None = None, packed: bool = False) -> dict:
     out = Path(tempfile.mkdtemp()) / "result.pt"
     case = (family, kv_heads, packed)
-    mp.spawn(_worker, args=(cp, free_port(), case, str(out)), nprocs=cp, join=True)
+    spawn(_worker, (cp, free_port(), case, str(out)), cp)
     return torch.load(out)
 
 

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from helpers import free_port
+from helpers import free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource
 from greenbench.models import FAMILIES, ModelBuilder, build_model
@@ -85,7 +84,7 @@ def _worker(rank: int, world: int, port: int, strategy: str, family: str, out: s
 def test_two_ranks_match_single_process(tmp_path: Path, strategy: str, family: str):
     reference = train("single", family, rank=0, world=1)
     out = tmp_path / "params.pt"
-    mp.spawn(_worker, args=(2, free_port(), strategy, family, str(out)), nprocs=2, join=True)
+    spawn(_worker, (2, free_port(), strategy, family, str(out)), 2)
     distributed = torch.load(out)
     assert distributed.keys() == reference.keys()
     initial = build_model(family, "tiny", seed=0).state_dict()

@@ -16,8 +16,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from helpers import free_port
+from helpers import free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource
 from greenbench.models import FAMILIES, ModelBuilder
@@ -149,7 +148,7 @@ def _coordinates(layout: Layout, rank: int) -> tuple[list[str], list[int]]:
 def run_layouts(out_dir: Path, family: str, texts: list[str], schedule: str) -> dict:
     """Layout text -> each rank's results."""
     out = str(out_dir / f"{family}-{schedule}")
-    mp.spawn(_worker, args=(free_port(), family, texts, schedule, out), nprocs=4, join=True)
+    spawn(_worker, (free_port(), family, texts, schedule, out), 4)
     per_rank = [torch.load(f"{out}.{r}", weights_only=False) for r in range(4)]
     return {text: [ranks[text] for ranks in per_rank] for text in texts}
 

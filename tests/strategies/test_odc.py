@@ -14,8 +14,7 @@ from pathlib import Path
 import psutil
 import pytest
 import torch
-import torch.multiprocessing as mp
-from helpers import free_port
+from helpers import free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource, StepBatch
 from greenbench.models import FAMILIES, ModelBuilder
@@ -115,7 +114,7 @@ def _rank(rank: int, world: int, port: int, strategy: str, family: str, out: str
 
 def run_ranks(tmp_path: Path, strategy: str, family: str, world: int) -> list[dict]:
     out = str(tmp_path / f"{strategy}-{family}-{world}")
-    mp.spawn(_rank, args=(world, free_port(), strategy, family, out), nprocs=world, join=True)
+    spawn(_rank, (world, free_port(), strategy, family, out), world)
     return [torch.load(f"{out}.{r}", weights_only=False) for r in range(world)]
 
 

@@ -5,12 +5,13 @@ dies is named to the rank waiting on it."""
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 import torch
-import torch.multiprocessing as mp
-from helpers import free_port
+from helpers import free_port, spawn
 
 from greenbench.strategies.odc.transport import SLOTS, PeerLost, SharedMemoryTransport
 
@@ -43,8 +44,13 @@ def _rank(rank: int, world: int, port: int, token: str, scenario: str, out: str)
         dist.barrier()
         report["acc"] = [transport.accumulator(u).clone() for u in range(len(SHARDS))]
     elif scenario == "peer dies":
+        pids = [0] * world
+        dist.all_gather_object(pids, os.getpid())
         if rank == 1:
             os._exit(0)  # gone without closing anything
+        # push only once it is gone: a rank 1 still alive for a moment (its main thread waiting
+        # for its turn on a busy machine) would drain every push and nothing would be lost
+        _wait_until_gone(pids[1])
         try:
             for _ in range(PUSHES):
                 transport.push(1, 0, torch.ones(SHARDS[0]))
@@ -57,10 +63,22 @@ def _rank(rank: int, world: int, port: int, token: str, scenario: str, out: str)
     os._exit(0)  # the peer may be gone: skip the process group's goodbye
 
 
+def _wait_until_gone(pid: int, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return
+        except psutil.NoSuchProcess:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"rank process {pid} did not end")
+
+
 def run(tmp_path: Path, world: int, scenario: str) -> dict[int, dict]:
     out = str(tmp_path / scenario.replace(" ", "-"))
     token = os.urandom(4).hex()
-    mp.spawn(_rank, args=(world, free_port(), token, scenario, out), nprocs=world, join=True)
+    spawn(_rank, (world, free_port(), token, scenario, out), world)
     return {r: torch.load(f"{out}.{r}") for r in range(world) if Path(f"{out}.{r}").exists()}
 
 

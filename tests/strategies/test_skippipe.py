@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-import torch.multiprocessing as mp
-from helpers import free_port
+from helpers import free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource
 from greenbench.models import FAMILIES, ModelBuilder
@@ -78,7 +77,7 @@ def _worker(rank: int, port: int, family: str, over: dict, out: str) -> None:
 
 def run(tmp_path: Path, family: str, **over: object) -> list[dict]:
     out = str(tmp_path / "rank")
-    mp.spawn(_worker, args=(free_port(), family, over, out), nprocs=4, join=True)
+    spawn(_worker, (free_port(), family, over, out), 4)
     return [torch.load(f"{out}.{r}", weights_only=False) for r in range(4)]
 
 
