@@ -90,8 +90,8 @@ def test_the_dashboard_has_no_text_input_and_leaves_the_database_untouched(
     at.query_params["view"] = view
     at.run()
     assert not at.exception, [e.value for e in at.exception]
-    for box in at.checkbox:  # flip every switch the page offers
-        box.check().run()
+    for i in range(len(at.checkbox)):  # flip every switch the page offers, read afresh each
+        at.checkbox[i].check().run()  # time: a switch can change what the page shows
     assert not at.exception
     assert len(at.text_input) == 0 and len(at.text_area) == 0 and len(at.chat_input) == 0
     assert (seeded_db.read_bytes(), seeded_db.stat().st_mtime_ns) == before
