@@ -58,17 +58,30 @@ def rank_start_s() -> float:
 
 
 def spawn(fn: Callable[..., None], args: tuple, nprocs: int) -> None:
-    """``torch.multiprocessing.spawn(fn, args, nprocs)``, each rank ending as greenbench's own
-    ranks do (`greenbench.processes.exit_now`): once ``fn`` has returned, with its results on
-    disk, without interpreter finalization, where a gloo thread still releasing the last
-    collective can abort the process ("terminate called without an active exception") after a
-    successful run. An exception in ``fn`` reaches the caller as ``spawn`` reports it."""
+    """``torch.multiprocessing.spawn(fn, args, nprocs)``, the ranks forked from this process.
+
+    Forked, not spawned: a spawned rank is a fresh interpreter importing torch, transformers and
+    greenbench again (about 4.5 CPU-seconds each, most of what a test's four ranks cost); a forked
+    one has them already. Safe here because the ranks start before any process group exists in
+    this process, use no GPU, and run one intra-op thread each (set before ``fn`` runs), so no
+    OpenMP pool of this process is needed in the child.
+
+    Each rank ends as greenbench's own ranks do (`greenbench.processes.exit_now`): once ``fn`` has
+    returned, with its results on disk, without interpreter finalization, where a gloo thread
+    still releasing the last collective can abort the process ("terminate called without an
+    active exception") after a successful run. An exception in ``fn`` reaches the caller as
+    ``spawn`` reports it."""
     import torch.multiprocessing as mp
 
-    mp.spawn(_rank_then_exit, args=(fn, *args), nprocs=nprocs, join=True)
+    mp.start_processes(
+        _rank_then_exit, args=(fn, *args), nprocs=nprocs, join=True, start_method="fork"
+    )
 
 
 def _rank_then_exit(rank: int, fn: Callable[..., None], *args: object) -> None:
+    import torch
+
+    torch.set_num_threads(1)
     fn(rank, *args)
     from greenbench.processes import exit_now
 
