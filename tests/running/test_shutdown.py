@@ -7,6 +7,9 @@ Real worker processes (two gloo ranks through torchrun), as in test_failures.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import helpers
@@ -66,9 +69,11 @@ def test_a_failed_rank_leaves_its_last_lines_and_its_logs(tmp_path: Path) -> Non
 
 
 #: The configuration that aborted at exit (FSDP × LongAlign lengths, data-parallel workload),
-#: with short windows. Before the fix it failed in about 1 of 3 sweeps of the workload; here,
-#: 1 of 10 full-length runs and 1 of 27 short ones. 12 repeats catch a 1-in-3 failure with
-#: probability 1 − (2/3)¹² > 99 %, a 1-in-10 one with 72 %.
+#: with short windows. Before the fix it failed in about 1 of 3 sweeps of the workload (1 of 10
+#: full-length runs, 1 of 27 short ones). The fix is structural: a rank ends without interpreter
+#: finalization, where the abort happened. `FINALIZED` proves that of every rank of every run
+#: (a rank that finalized would leave its mark), so a few runs check the mechanism each time,
+#: where before twelve caught a 1-in-3 failure by chance.
 SOAK = {
     "device": "cpu",  # gloo ranks, as the abort was seen (two ranks would need two GPUs)
     "strategy": "fsdp",
@@ -79,10 +84,36 @@ SOAK = {
     "energy.idle_s": 0.0,
     "repeats": 1,
 }
-SOAK_RUNS = 12
+SOAK_RUNS = 4
+#: a ``sitecustomize`` for the ranks' interpreters: a rank process that runs interpreter
+#: finalization (``atexit``) writes a file named for its pid into the folder ``MARKS`` names
+FINALIZED = """import atexit, os, sys
+def _mark():
+    if sys.argv[0].endswith(os.path.join("greenbench", "running", "worker.py")):
+        with open(os.path.join(os.environ["MARKS"], str(os.getpid())), "w") as f:
+            f.write(" ".join(sys.argv))
+atexit.register(_mark)
+"""
 
 
-def test_soak_fsdp_longalign_finishes_every_time(tmp_path: Path) -> None:
+def test_soak_fsdp_longalign_finishes_every_time_without_finalizing_a_rank(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(FINALIZED)
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    monkeypatch.setenv("MARKS", str(marks))
+    monkeypatch.setenv(
+        "PYTHONPATH", os.pathsep.join(filter(None, [str(site), os.environ.get("PYTHONPATH")]))
+    )
+    # the mark works: a worker process that finalizes (here, refusing its arguments) leaves it
+    subprocess.run([sys.executable, "-m", "greenbench.running.worker"], capture_output=True)
+    assert len(list(marks.iterdir())) == 1
+    for mark in marks.iterdir():
+        mark.unlink()
+
     db = tmp_path / "soak.duckdb"
     spec = expand("data-parallel", [SOAK])[0]
     summary = run_specs([spec] * SOAK_RUNS, db)
@@ -92,3 +123,5 @@ def test_soak_fsdp_longalign_finishes_every_time(tmp_path: Path) -> None:
     # machine a run may rightly be stored contended, which says nothing of its ranks' end
     stored = [json.loads(w) if isinstance(w, str) else None for w in frame.warnings]
     assert not any(helpers.beside_contention(w) for w in stored), frame.to_dict("records")
+    # and no rank of any run went through interpreter finalization, where the abort happened
+    assert [m.read_text() for m in marks.iterdir()] == []
