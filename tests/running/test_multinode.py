@@ -13,7 +13,10 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from click.testing import CliRunner
 from helpers import free_port
+
+from greenbench.cli import main
 
 TINY = [
     *("--workload", "data-parallel"),
@@ -69,11 +72,10 @@ def test_two_nodes_store_one_run_with_every_rank(tmp_path: Path):
 )
 def test_bad_multinode_options_are_one_line_and_exit_2(tmp_path: Path, args, message):
     db = tmp_path / "r.duckdb"
-    result = subprocess.run(
-        greenbench("run", "--workload", "data-parallel", *args, "--db", str(db)),
-        capture_output=True,
-        text=True,
+    result = CliRunner().invoke(
+        main, ["run", "--workload", "data-parallel", *args, "--db", str(db)], prog_name="greenbench"
     )
-    assert result.returncode == 2
-    assert message in result.stderr
+    assert result.exit_code == 2, result.output
+    (line,) = result.stderr.splitlines()
+    assert message in line
     assert not db.exists()
