@@ -5,7 +5,11 @@ Inputs are plain DataFrames with one row per measured repeat (the `runs` table j
 `report` and `compare` can reuse it and the tests need no database. Simulated runs (energy
 source ``model``, or ``simulated`` true where the rows carry that column) are never on the
 leaderboard: `without_simulated` drops them before anything is pooled or ranked; the report lists
-them in a section of their own.
+them in a section of their own. Nor is a user's own measurement (``greenbench.measure``'s own
+loop, ``greenbench measure -- CMD``'s whole process): it is not a training window of a greenbench
+workload (a whole process includes start-up and whatever the command did), so
+`own_measurement_mask` tells those rows and `training_rows` leaves them out with the simulated;
+the report gives them a table of their own.
 
 Every leaderboard and history row carries the trust model (`greenbench.vocabulary.trust`) of the
 repeats it pools: how many of its runs were ``contended`` (and the most busy cores and other
@@ -91,6 +95,12 @@ TRUST_FIELDS = (
     "n_idle_unreliable", "peak_consistent", "peak_note", "interval", "trust",
 )  # fmt: skip
 
+#: the ``strategy`` of a user's own measurement (``greenbench.measuring.record``'s
+#: ``LOOP_STRATEGY`` and ``PROCESS_STRATEGY``; reporting sits below measuring and cannot import it)
+OWN_MEASUREMENT_STRATEGIES = ("own-loop", "whole-process")
+#: their workload names' prefixes (``loop/NAME``, ``process/NAME``), read where rows lack a strategy
+OWN_MEASUREMENT_PREFIXES = ("loop/", "process/")
+
 #: one leaderboard row per "same configuration" (settings, hardware, kind of energy figure)
 GROUP_KEYS = SAME_CONFIGURATION
 
@@ -156,6 +166,30 @@ def simulated_mask(rows: pd.DataFrame) -> pd.Series:
 def without_simulated(rows: pd.DataFrame) -> pd.DataFrame:
     """``rows`` less those of simulated runs: measurements only."""
     return rows[~simulated_mask(rows)] if len(rows) else rows
+
+
+def own_measurement_mask(rows: pd.DataFrame) -> pd.Series:
+    """Which rows (repeat or leaderboard rows) are a user's own measurement: an own loop
+    (``greenbench.measure``) or a whole process (``greenbench measure -- CMD``), told by their
+    ``strategy`` (`OWN_MEASUREMENT_STRATEGIES`), or, where rows carry no strategy, by their
+    workload's ``loop/`` or ``process/`` prefix. They are not training windows of greenbench's
+    workloads, so they are never ranked beside them (`training_rows`)."""
+    if "strategy" in rows:
+        own = rows["strategy"].isin(OWN_MEASUREMENT_STRATEGIES)
+    elif "workload" in rows:
+        own = rows["workload"].astype(str).str.startswith(OWN_MEASUREMENT_PREFIXES)
+    else:
+        own = pd.Series(False, index=rows.index)
+    return pd.Series(own.to_numpy(dtype=bool), index=rows.index, name="own_measurement")
+
+
+def training_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` less simulated runs (`without_simulated`) and a user's own measurements
+    (`own_measurement_mask`): what the training leaderboard and Pareto fronts rank."""
+    if not len(rows):
+        return rows
+    rows = without_simulated(rows)
+    return rows[~own_measurement_mask(rows)]
 
 
 def _flags(values: pd.Series) -> list[bool | None]:
@@ -253,7 +287,8 @@ def leaderboard(
     ``scope="latest"`` only the repeats of the configuration's most recent git sha are pooled
     (so code changes do not blur the numbers; :func:`history` shows the rest); ``"all"``
     pools every stored repeat. Measured and estimated energy are never pooled: the energy
-    source is part of the row's key. Simulated runs are left out (`without_simulated`). For
+    source is part of the row's key. Simulated runs and a user's own measurements are left out
+    (`training_rows`). For
     each metric ``m`` the result has ``m`` (median; for peak memory the maximum), ``m_ci_low``
     and ``m_ci_high`` (distribution-free CI of the median, :func:`greenbench.stats.median_ci`),
     plus ``n_repeats``, ``n_runs``, ``git_sha`` ("mixed" when pooled over several),
@@ -270,7 +305,7 @@ def leaderboard(
         "last_started_at",
         *TRUST_FIELDS,
     ]
-    rows = without_simulated(rows)
+    rows = training_rows(rows)
     if rows.empty:
         return pd.DataFrame(columns=columns)
     data = with_derived(rows)

@@ -17,8 +17,10 @@ from greenbench.reporting.leaderboard import (
     REPEAT_COLUMNS,
     history,
     leaderboard,
+    own_measurement_mask,
     pareto_front,
     pareto_front_by,
+    training_rows,
 )
 from greenbench.stats import median_ci
 
@@ -245,6 +247,34 @@ def test_simulated_runs_are_never_on_the_board() -> None:
     board = leaderboard(frame(measured, by_source, by_flag, unknown), "all")
     assert sorted(board["config_key"]) == ["a", "d"]  # NULL (before the column): measured
     assert leaderboard(frame(by_source)).empty
+
+
+def test_own_measurements_are_never_on_the_training_board() -> None:
+    # a one-second sleep measured with --tokens 1000 ranked second by J/token, with None cells
+    training = repeat_rows("a", [10, 10], [1.0, 1.0], run_id="r0")
+    loop = [
+        r | {"strategy": "own-loop", "workload": "loop/mine"}
+        for r in repeat_rows("b", [5, 5], [0.1, 0.1], run_id="r1")
+    ]
+    process = [
+        r | {"strategy": "whole-process", "workload": "process/sleep", "mfu": None}
+        for r in repeat_rows("c", [1000, 1000], [0.5, 0.5], run_id="r2")
+    ]
+    rows = frame(training, loop, process)
+    assert own_measurement_mask(rows).tolist() == [False] * 2 + [True] * 4
+    assert sorted(training_rows(rows)["config_key"].unique()) == ["a"]
+    assert leaderboard(rows, "all")["config_key"].tolist() == ["a"]
+    assert leaderboard(frame(loop, process)).empty
+
+
+def test_own_measurement_mask_reads_the_workload_where_rows_have_no_strategy() -> None:
+    from greenbench.measuring.record import LOOP_STRATEGY, PROCESS_STRATEGY
+    from greenbench.reporting.leaderboard import OWN_MEASUREMENT_STRATEGIES
+
+    assert set(OWN_MEASUREMENT_STRATEGIES) == {LOOP_STRATEGY, PROCESS_STRATEGY}
+    rows = pd.DataFrame({"workload": ["loop/x", "process/y", "transformer-vs-mamba"]})
+    assert own_measurement_mask(rows).tolist() == [True, True, False]
+    assert own_measurement_mask(pd.DataFrame({"x": [1]})).tolist() == [False]
 
 
 def test_missing_energy_gives_nan_not_zero() -> None:
