@@ -15,8 +15,11 @@ from `greenbench.plan.skippipe`, and its discrete-event simulator times them
   (`published_topology`; ``skippipe.stages`` must be ``5-3-3-3-3-3``), with the published
   iteration's work: 6 microbatches per data node (30), 2 samples each, context 1024. The
   model and data settings do not apply; the run's row says so (model size ``published``,
-  sequence length 1024). ``full`` is the scheduler's full pipeline (fixed pipelines, first come
-  first served), ``random`` and ``skippipe`` its random skip and SkipPipe.
+  sequence length 1024, 20 devices, and layout ``pp6``: the network's 6 stages, not the spec's
+  default ranks resolved; a stage holds up to 5 nodes there, so the layout's degrees do not
+  multiply to its 20 devices as a rank mesh's do). ``full`` is the scheduler's full pipeline
+  (fixed pipelines, first come first served), ``random`` and ``skippipe`` its random skip and
+  SkipPipe.
 
 What a simulated run stores, per repeat (every repeat is the same: the simulation is
 deterministic) and per node (a "rank" row each, numbered as the run's ranks on ``local``, as the
@@ -54,7 +57,7 @@ from greenbench.plan.skippipe.topology import (
     published_topology,
 )
 from greenbench.results import RankResult, RepeatResult, RunOutcome
-from greenbench.vocabulary import SIMULATED_SOURCE, RunSpec
+from greenbench.vocabulary import SIMULATED_SOURCE, Layout, RunSpec
 
 #: assumed power of one node computing, W (not measured: an accelerator node under load)
 ASSUMED_BUSY_W = 600.0
@@ -99,7 +102,9 @@ def device_type(spec: RunSpec) -> str:
 
 def row_overrides(spec: RunSpec) -> dict[str, Any]:
     """The ``runs`` columns a simulated run stores differently from a measured one: marked
-    simulated, its simulated nodes as its devices, and on ``gcp12`` the published work."""
+    simulated, its simulated nodes as its devices, and on ``gcp12`` the published work and the
+    published network's layout: ``pp`` its stages (6), its 20 nodes the devices (module
+    docstring)."""
     row: dict[str, Any] = {
         "simulated": True,
         "device_type": device_type(spec),
@@ -107,7 +112,9 @@ def row_overrides(spec: RunSpec) -> dict[str, Any]:
         "nnodes": 1,
     }
     if spec["skippipe.network"] == "gcp12":
+        stages = Layout(pp=len(stage_counts(spec)))  # 6 stages over 20 nodes: not the spec's ranks
         row |= {"model_size": "published", "seq_len": PUBLISHED_SEQ_LEN}
+        row |= {"layout": stages.text, **stages.degrees()}
     return row
 
 

@@ -139,6 +139,22 @@ def test_the_published_topology_stores_skippipe_below_the_full_pipeline(tmp_path
     assert (nodes, model, seq) == (20, "published", 1024)
 
 
+def test_gcp12_stores_the_simulated_networks_six_stages_not_the_default_ranks(tmp_path: Path):
+    # the layout was the spec's default nproc=4 resolved (pp4), though 20 nodes in 6 stages ran
+    db = tmp_path / "g.duckdb"
+    result = invoke(
+        "--set", "skippipe.mode=simulate", *PUBLISHED, "--set", "skippipe.schedule=skippipe",
+        "--set", "emulate.slow_nodes=", "--set", "repeats=1", "--db", str(db),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    [stored] = rows(
+        db, "SELECT layout, dp_replicate, dp_shard, tp, pp, cp, nproc, nnodes FROM runs"
+    )
+    assert stored == ("dpr1-dps1-tp1-pp6-cp1", 1, 1, 1, 6, 1, 20, 1)
+    local = simulated.row_overrides(spec())  # the local network: the runner's own layout
+    assert "layout" not in local and local["nproc"] == 4
+
+
 def test_a_local_simulation_accounts_tokens_time_and_modelled_energy():
     one = spec(**{"train.steps": 3, "repeats": 2, "skippipe.schedule": "full"})
     out = simulated.simulate_run(one, carbon_g_per_kwh=None)
