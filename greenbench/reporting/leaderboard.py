@@ -11,6 +11,12 @@ workload (a whole process includes start-up and whatever the command did), so
 `own_measurement_mask` tells those rows and `training_rows` leaves them out with the simulated;
 the report gives them a table of their own.
 
+What is not comparable is never ranked together. A SkipPipe run that skips (`skipped_fraction`:
+its ``skippipe.skip``, the share of the stages each token skips) trains only part of the model
+per token, so its J/token is not a full-model run's: its row is marked ``partial_model`` and sorts
+after every full-model row, and `comparable_front` leaves it off every front. Fronts are drawn
+within one workload and energy source (`comparable_front`): a workload's tokens are not another's.
+
 Every leaderboard and history row carries the trust model (`greenbench.vocabulary.trust`) of the
 repeats it pools: how many of its runs were ``contended`` (and the most busy cores and other
 greenbench processes any saw), how many repeats had an unreliable idle baseline (the row's net
@@ -28,7 +34,9 @@ axes is a dozen lines.
 
 from __future__ import annotations
 
+import json
 import math
+import re
 from typing import Literal
 
 import numpy as np
@@ -148,6 +156,30 @@ def pareto_front_by(
     """
     mask = pd.Series(False, index=df.index, name="pareto")
     for _, part in df.groupby(by, dropna=False, sort=False):
+        mask.loc[part.index] = pareto_front(part, x, y, x_better, y_better)
+    return mask
+
+
+def comparable_front(
+    board: pd.DataFrame,
+    x: str,
+    y: str,
+    x_better: Better,
+    y_better: Better,
+    by: tuple[str, ...] = ("workload", "energy_source"),
+) -> pd.Series:
+    """:func:`pareto_front` within each value of the ``by`` columns (one workload, one kind of
+    energy figure), with partial-model rows (`partial_model_mask`) never on a front: their
+    J/token pays for part of the model, so they must not knock a full-model run off it."""
+    mask = pd.Series(False, index=board.index, name="pareto")
+    full = board[~partial_model_mask(board)] if len(board) else board
+    keys = [c for c in by if c in full]
+    if full.empty:
+        return mask
+    if not keys:
+        mask.loc[full.index] = pareto_front(full, x, y, x_better, y_better)
+        return mask
+    for _, part in full.groupby(keys, dropna=False, sort=False):
         mask.loc[part.index] = pareto_front(part, x, y, x_better, y_better)
     return mask
 
@@ -288,12 +320,85 @@ def leaderboard(
     (so code changes do not blur the numbers; :func:`history` shows the rest); ``"all"``
     pools every stored repeat. Measured and estimated energy are never pooled: the energy
     source is part of the row's key. Simulated runs and a user's own measurements are left out
-    (`training_rows`). For
-    each metric ``m`` the result has ``m`` (median; for peak memory the maximum), ``m_ci_low``
-    and ``m_ci_high`` (distribution-free CI of the median, :func:`greenbench.stats.median_ci`),
-    plus ``n_repeats``, ``n_runs``, ``git_sha`` ("mixed" when pooled over several),
-    ``suites`` and ``latest_run_id``. Sorted by J/token.
+    (`training_rows`). For each metric ``m`` the result has ``m`` (median; for peak memory the
+    maximum), ``m_ci_low`` and ``m_ci_high`` (distribution-free CI of the median,
+    :func:`greenbench.stats.median_ci`), plus ``n_repeats``, ``n_runs``, ``git_sha`` ("mixed"
+    when pooled over several), ``suites``, ``latest_run_id``, ``skipped_fraction`` and
+    ``partial_model`` (`skipped_fraction`). Sorted by J/token, full-model rows first: a run that
+    trains part of the model per token is never ranked among them on J/token alone.
     """
+    return _pool(training_rows(rows), scope)
+
+
+def own_measurements(
+    rows: pd.DataFrame, scope: Literal["latest", "all"] = "latest"
+) -> pd.DataFrame:
+    """The `leaderboard` of a user's own measurements only (`own_measurement_mask`, simulated
+    runs left out): the same pooled columns and trust, for a table of their own."""
+    if len(rows):
+        rows = without_simulated(rows)
+        rows = rows[own_measurement_mask(rows)]
+    return _pool(rows, scope)
+
+
+def skipped_fraction(rows: pd.DataFrame) -> pd.Series:
+    """Per row, the share of the model's stages each token skips: ``skippipe.skip`` of a
+    SkipPipe run whose schedule skips (``skippipe`` or ``random``), 0.0 for a full-model run.
+
+    Read from the stored ``config`` (its settings) where rows carry it, else from the name a
+    skipping SkipPipe configuration has (``skip=0.5``, `greenbench.vocabulary.RunSpec.name`);
+    a stored ``skipped_fraction`` column (a pooled leaderboard row) is read as it is."""
+    if "skipped_fraction" in rows:
+        values = pd.to_numeric(rows["skipped_fraction"], errors="coerce").fillna(0.0)
+        return pd.Series(values.to_numpy(dtype=float), index=rows.index, name="skipped_fraction")
+    n = len(rows)
+    strategies = rows["strategy"] if "strategy" in rows else pd.Series([None] * n, index=rows.index)
+    configs = rows["config"] if "config" in rows else pd.Series([None] * n, index=rows.index)
+    names = rows["config_name"] if "config_name" in rows else pd.Series([""] * n, index=rows.index)
+    out = [
+        _skipped(str(strategy), config, str(name))
+        for strategy, config, name in zip(strategies, configs, names, strict=True)
+    ]
+    return pd.Series(out, index=rows.index, dtype=float, name="skipped_fraction")
+
+
+def partial_model_mask(rows: pd.DataFrame) -> pd.Series:
+    """Which rows train only part of the model per token (`skipped_fraction` above 0)."""
+    return (skipped_fraction(rows) > 0).rename("partial_model")
+
+
+_SKIP_IN_NAME = re.compile(r"\bskip=([0-9.]+)")
+
+
+def _skipped(strategy: str, config: object, name: str) -> float:
+    settings: dict[str, object] = {}
+    if isinstance(config, str) and config:
+        try:
+            loaded = json.loads(config)
+        except ValueError:
+            loaded = None
+        inner = loaded.get("settings") if isinstance(loaded, dict) else None
+        settings = inner if isinstance(inner, dict) else {}
+    elif isinstance(config, dict):
+        inner = config.get("settings")
+        settings = inner if isinstance(inner, dict) else {}
+    if settings:
+        if settings.get("strategy", strategy) != "skippipe":
+            return 0.0
+        if settings.get("skippipe.schedule", "skippipe") == "full":
+            return 0.0
+        try:
+            return max(0.0, float(settings.get("skippipe.skip", 0.0)))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            return 0.0
+    if strategy != "skippipe":
+        return 0.0
+    found = _SKIP_IN_NAME.search(name)
+    return float(found.group(1)) if found else 0.0
+
+
+def _pool(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
+    """`leaderboard`'s pooling of ``rows`` (already chosen)."""
     columns = [
         *dict.fromkeys((*GROUP_KEYS, *CONFIG_COLUMNS)),
         *(c for m in METRICS for c in (m, f"{m}_ci_low", f"{m}_ci_high")),
@@ -303,16 +408,18 @@ def leaderboard(
         "suites",
         "latest_run_id",
         "last_started_at",
+        "skipped_fraction",
+        "partial_model",
         *TRUST_FIELDS,
     ]
-    rows = training_rows(rows)
+    if scope not in ("latest", "all"):
+        raise ValueError(f"scope must be 'latest' or 'all', not {scope!r}")
     if rows.empty:
         return pd.DataFrame(columns=columns)
     data = with_derived(rows)
+    data["skipped_fraction"] = skipped_fraction(data)
     if scope == "latest":
         data = _latest_sha_only(data)
-    elif scope != "all":
-        raise ValueError(f"scope must be 'latest' or 'all', not {scope!r}")
     out = []
     for _, group in data.groupby(list(GROUP_KEYS), dropna=False, sort=False):
         group = group.sort_values(["started_at", "repeat"])
@@ -328,6 +435,7 @@ def leaderboard(
                 med, low, high = _summary(group[m])
             row |= {m: med, f"{m}_ci_low": low, f"{m}_ci_high": high}
         shas = group["git_sha"].unique()
+        skipped = float(group["skipped_fraction"].max())
         row |= {
             "n_repeats": len(group),
             "n_runs": group["run_id"].nunique(),
@@ -335,12 +443,16 @@ def leaderboard(
             "suites": ", ".join(sorted({str(s) for s in group["suite"].dropna()})),
             "latest_run_id": last["run_id"],
             "last_started_at": last["started_at"],
+            "skipped_fraction": skipped,
+            "partial_model": skipped > 0,
             **trust,
         }
         out.append(with_trust(row))
     board = pd.DataFrame(out, columns=columns)
     return board.sort_values(
-        ["joules_per_token", "tokens_per_s"], ascending=[True, False], na_position="last"
+        ["partial_model", "joules_per_token", "tokens_per_s"],
+        ascending=[True, True, False],
+        na_position="last",
     ).reset_index(drop=True)
 
 

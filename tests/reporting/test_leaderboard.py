@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 import statistics
 from datetime import datetime, timedelta
@@ -15,9 +16,11 @@ from hypothesis import strategies as st
 from greenbench.reporting.leaderboard import (
     METRICS,
     REPEAT_COLUMNS,
+    comparable_front,
     history,
     leaderboard,
     own_measurement_mask,
+    own_measurements,
     pareto_front,
     pareto_front_by,
     training_rows,
@@ -275,6 +278,63 @@ def test_own_measurement_mask_reads_the_workload_where_rows_have_no_strategy() -
     rows = pd.DataFrame({"workload": ["loop/x", "process/y", "transformer-vs-mamba"]})
     assert own_measurement_mask(rows).tolist() == [True, True, False]
     assert own_measurement_mask(pd.DataFrame({"x": [1]})).tolist() == [False]
+
+
+def test_own_measurements_pool_on_their_own_board() -> None:
+    training = repeat_rows("a", [10, 10], [1.0, 1.0], run_id="r0")
+    process = [
+        r | {"strategy": "whole-process", "workload": "process/sleep"}
+        for r in repeat_rows("c", [1000, 1000, 1000], [0.5, 0.6, 0.7], run_id="r2")
+    ]
+    own = own_measurements(frame(training, process))
+    assert own["config_key"].tolist() == ["c"]
+    assert own.iloc[0]["joules_per_token"] == 0.6 and own.iloc[0]["n_repeats"] == 3
+    assert own_measurements(frame(training)).empty
+
+
+def skipping(key: str, jpt: float, tps: float, skip: float, schedule: str = "skippipe"):
+    settings = {"strategy": "skippipe", "skippipe.schedule": schedule, "skippipe.skip": skip}
+    name = f"t/tiny skippipe[{schedule} 1-2-1{f' skip={skip:g}' if schedule != 'full' else ''}]"
+    return [
+        r | {"strategy": "skippipe", "workload": "skippipe", "config_name": name,
+             "config": json.dumps({"settings": settings})}
+        for r in repeat_rows(key, [tps, tps], [jpt, jpt], run_id=f"run-{key}")
+    ]  # fmt: skip
+
+
+def test_a_skipping_run_is_partial_model_and_never_ranked_above_full_model_runs() -> None:
+    # SkipPipe skipping half its stages: fewest J/token of all, yet it trains half the model
+    rows = frame(
+        repeat_rows("dense", [10, 10], [1.0, 1.0], run_id="r0"),
+        skipping("full", 2.0, 8.0, 0.5, schedule="full"),
+        skipping("skip", 0.4, 20.0, 0.5),
+    )
+    board = leaderboard(rows)
+    assert board["config_key"].tolist() == ["dense", "full", "skip"]
+    assert board["partial_model"].tolist() == [False, False, True]
+    assert board["skipped_fraction"].tolist() == [0.0, 0.0, 0.5]
+    # without its config the name tells it (the dashboard's rows carry no config)
+    named = leaderboard(rows.drop(columns=["config"]))
+    assert named["partial_model"].tolist() == [False, False, True]
+
+
+def test_fronts_are_per_workload_and_energy_source_and_leave_partial_model_runs_off() -> None:
+    rows = frame(
+        repeat_rows("dense", [10, 10], [1.0, 1.0], run_id="r0"),
+        repeat_rows("slow", [5, 5], [2.0, 2.0], run_id="r1"),
+        repeat_rows("other", [1, 1], [9.0, 9.0], run_id="r2", workload="hybrid"),
+        skipping("full", 2.0, 8.0, 0.5, schedule="full"),
+        skipping("skip", 0.4, 20.0, 0.5),
+    )
+    board = leaderboard(rows)
+    front = comparable_front(board, "tokens_per_s", "joules_per_token", "max", "min")
+    on = dict(zip(board["config_key"], front, strict=True))
+    # one front per workload: hybrid's slow, costly run is its own workload's front
+    assert on == {"dense": True, "slow": False, "other": True, "full": True, "skip": False}
+    # across workloads, one front would have dropped hybrid's run and the full pipeline
+    assert not pareto_front(board, "tokens_per_s", "joules_per_token", "max", "min")[
+        board["config_key"].isin(["other", "full"])
+    ].any()
 
 
 def test_missing_energy_gives_nan_not_zero() -> None:
