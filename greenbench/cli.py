@@ -488,7 +488,7 @@ def status(db: Path | None, wait: bool, poll_s: float) -> None:
     "--threshold",
     "thresholds",
     multiple=True,
-    help="practical effect δ, e.g. 5%% or metric=3%% or workload:metric=2%% (repeatable)",
+    help="practical effect δ, e.g. 5% or metric=3% or workload:metric=2% (repeatable)",
 )
 @click.option(
     "--alpha",

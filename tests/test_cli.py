@@ -178,6 +178,7 @@ def test_help_is_still_the_whole_usage(command: str) -> None:
     assert result.exit_code == 0 and result.stderr == ""
     assert result.stdout.startswith(f"Usage: greenbench {command} [OPTIONS]")
     assert "Options:" in result.stdout and "--help" in result.stdout
+    assert "%%" not in result.stdout  # click prints help as written: no %-escaping (was 5%%)
 
 
 def test_missing_db_directory_is_refused(tmp_path):
