@@ -13,6 +13,7 @@ Used by ``greenbench report``.
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -29,6 +30,8 @@ from greenbench.reporting.limit_sweep import (
 from greenbench.reporting.repeats import read_repeats
 
 PNG = "power-limits.png"
+#: characters per line of a plot's title (its plot is 5.6 inches wide with its colour bar)
+TITLE_CHARS = 52
 
 
 def read_sweeps(db_path: str | Path) -> list[Sweep]:
@@ -89,10 +92,12 @@ def markdown(sweep: Sweep) -> list[str]:
     return lines
 
 
-def plot(all_sweeps: list[Sweep], path: Path) -> None:
-    """Time against energy per sweep, coloured by limit, with the front and the knee."""
+def plot(all_sweeps: list[Sweep], path: Path) -> Figure:
+    """Time against energy per sweep, coloured by limit, with the front and the knee; saved to
+    ``path`` and returned. Each title is the sweep's whole name, wrapped to its plot's width
+    (never cut), and the layout keeps titles and labels inside the figure."""
     n = len(all_sweeps)
-    fig = Figure(figsize=(5.6 * min(n, 3), 4.4 * ((n + 2) // 3)))
+    fig = Figure(figsize=(5.6 * min(n, 3), 4.6 * ((n + 2) // 3)), layout="constrained")
     for i, sweep in enumerate(all_sweeps):
         ax = fig.add_subplot((n + 2) // 3, min(n, 3), i + 1)
         t = sweep.table
@@ -116,13 +121,14 @@ def plot(all_sweeps: list[Sweep], path: Path) -> None:
         fig.colorbar(points, ax=ax, label="power limit (W)")
         ax.set_xlabel("time per million tokens (s, lower is better)")
         ax.set_ylabel(f"J/token, {sweep.energy}")
-        title = sweep.name if len(sweep.name) < 48 else sweep.name[:45] + "…"
+        title = "\n".join(textwrap.wrap(f"{sweep.name} on {sweep.device_type}", TITLE_CHARS))
         flag = "" if sweep.consistent else "\ninconsistent: time falls with the limit, no knee"
-        ax.set_title(f"{title}\n{sweep.device_type}{flag}", fontsize=8)
+        ax.set_title(f"{title}{flag}", fontsize=8)
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize=7)
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    return fig
 
 
 def section(db_path: str | Path, out_dir: Path) -> list[str]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import math
 import re
+import textwrap
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -39,17 +40,29 @@ import numpy as np
 import pandas as pd
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 import greenbench
 from greenbench.errors import StoreError
 from greenbench.outputs import atomic_folder, resolve_target
 from greenbench.reporting import hybrid, odc, power_limits, skippipe
-from greenbench.reporting.leaderboard import leaderboard, pareto_front_by, without_simulated
+from greenbench.reporting.leaderboard import (
+    comparable_front,
+    leaderboard,
+    own_measurement_mask,
+    own_measurements,
+    simulated_mask,
+    training_rows,
+)
 from greenbench.reporting.refs import load_ref, query_results
-from greenbench.vocabulary import energy_label
+from greenbench.vocabulary import EMULATED_SOURCE, energy_label
 from greenbench.vocabulary.trust import CONTENDED, Trust, flagged, interval_caption
 
 _DPI = 110
+#: how a configuration that trains only part of the model per token is marked
+PARTIAL = "partial model"
+#: a short point or bar label's most characters
+_LABEL_CHARS = 42
 
 
 def write_report(
@@ -71,8 +84,9 @@ def write_report(
     raw = load_ref(db_path, ref) if ref else query_results(db_path)
     if raw.empty:
         raise StoreError(f"{db_path} holds no finished runs: run `greenbench run --suite smoke`")
-    measured = without_simulated(raw)
+    measured = training_rows(raw)
     table = summarise(measured)
+    own = own_measurements(raw)
     with atomic_folder(target, swap=_only_report_files(target), last="README.md") as tmp:
         extra = (
             [
@@ -84,7 +98,11 @@ def write_report(
             if ref is None
             else []
         )
-        _write_files(tmp, measured, table, title, extra)
+        extra += _own_section(own)
+        if table.empty:
+            _write_without_leaderboard(tmp, raw, title, extra)
+        else:
+            _write_files(tmp, measured, table, title, extra)
     return target / "README.md"
 
 
@@ -98,17 +116,43 @@ def _only_report_files(folder: Path) -> bool:
     )
 
 
+def _write_without_leaderboard(
+    out_dir: Path, raw: pd.DataFrame, title: str, extra: list[str]
+) -> None:
+    """The report of a database with no measured training run: what it holds, a note that there
+    is no measured leaderboard (nor Pareto front), and the sections that show those runs."""
+    now = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    runs = raw.drop_duplicates("run_id")
+    sim = simulated_mask(runs)
+    emulated = sim & runs["energy_source"].astype(str).str.contains(EMULATED_SOURCE, regex=False)
+    own = own_measurement_mask(runs) & ~sim
+    kinds = [
+        f"{n} {what}"
+        for n, what in (
+            (int((sim & ~emulated).sum()), "simulated (SkipPipe's simulator, modelled energy)"),
+            (int(emulated.sum()), "on emulated GPUs (a GPU power model's energy)"),
+            (int(own.sum()), "own measurements (`greenbench measure`)"),
+        )
+        if n
+    ]
+    lines = [
+        f"# {title}",
+        "",
+        f"Generated {now} by greenbench {greenbench.__version__} from {len(runs)} runs "
+        f"({len(raw)} repeats): {', '.join(kinds)}.",
+        "",
+        "> **No measured leaderboard.** This database holds no measured training run, so there is "
+        "no leaderboard, Pareto front or per-workload ranking. The sections below show what it "
+        "holds: simulated and emulated figures come from a model, not a measurement, and are "
+        "labelled so; they are never ranked as measurements. Measure a workload "
+        "(`greenbench run`) to get a leaderboard.",
+    ]
+    (out_dir / "README.md").write_text("\n".join([*lines, *extra]) + "\n", encoding="utf-8")
+
+
 def _write_files(
     out_dir: Path, raw: pd.DataFrame, table: pd.DataFrame, title: str, extra: list[str]
 ) -> None:
-    if table.empty:  # every finished run was simulated: only the sections that list them
-        lines = [
-            f"# {title}",
-            "",
-            "No measured configuration: every finished run is simulated or on emulated GPUs.",
-        ]
-        (out_dir / "README.md").write_text("\n".join([*lines, *extra]) + "\n", encoding="utf-8")
-        return
     lines = [f"# {title}", "", *_provenance(raw, table), "", "## Leaderboard", ""]
     lines += _leaderboard(table)
     lines += _trust_notes(table)
@@ -140,7 +184,8 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
         for s, m in zip(out["energy_source"], out["energy_measured"], strict=True)
     ]
     out["peak_mem_mib"] = out["peak_mem_bytes"].astype(float) / 2**20
-    return out.sort_values(["workload", "energy", "jpt"], na_position="last").reset_index(drop=True)
+    order = ["workload", "energy", "partial_model", "jpt"]
+    return out.sort_values(order, na_position="last").reset_index(drop=True)
 
 
 def _provenance(raw: pd.DataFrame, table: pd.DataFrame) -> list[str]:
@@ -189,7 +234,12 @@ def _leaderboard(table: pd.DataFrame) -> list[str]:
         device = f"×{r.devices}" if one_device_type else f"{r.device_type} ×{r.devices}"
         jpt = f"{_g(r.jpt)} [{_g(r.jpt_lo)}, {_g(r.jpt_hi)}]"
         mfu = "n/a" if math.isnan(r.mfu) else f"{r.mfu:.1%}"
-        cells = [r.workload, r.config_name, r.layout, device, r.energy, jpt]
+        name = (
+            f"{r.config_name} ({_partial(r.skipped_fraction)})"
+            if r.partial_model
+            else r.config_name
+        )
+        cells = [r.workload, name, r.layout, device, r.energy, jpt]
         cells += [_g(r.tokens_per_s), mfu]
         cells += [_g(r.peak_mem_mib), str(r.n_repeats), r.trust]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
@@ -200,6 +250,20 @@ def _trust_notes(table: pd.DataFrame) -> list[str]:
     """Under the leaderboard: what its intervals are, and which configurations shared the
     machine or have no net energy (with why)."""
     lines = ["", f"Interval: {interval_caption(table['n_repeats'])}."]
+    lines += [
+        "",
+        "Rows are ranked within each workload and kind of energy figure only: a workload's tokens "
+        "are not another's.",
+    ]
+    if table["partial_model"].astype(bool).any():
+        lines += [
+            "",
+            f"> {PARTIAL}: these configurations train only part of the model per token (SkipPipe "
+            "skipping the stated share of its stages), so their J/token pays for less work than a "
+            "full-model run's. They are listed after the full-model rows of their workload, never "
+            "on a Pareto front and never the fewest J/token; compare them with their full "
+            "pipeline in the SkipPipe section, with the loss beside each.",
+        ]
     trusts = {r.config_name: Trust.of(r._asdict()) for r in table.itertuples(index=False)}
     busy = {name: t for name, t in trusts.items() if t.contended}
     if busy:
@@ -224,45 +288,90 @@ def _pareto_section(table: pd.DataFrame, out_dir: Path) -> list[str]:
     usable = table.dropna(subset=["jpt", "tokens_per_s"])
     if usable.empty:
         return ["No configuration has both an energy and a throughput figure."]
-    # one front per energy source: an estimate never knocks a measurement off the front
-    fronts = pareto_front_by(usable, "tokens_per_s", "jpt", "max", "min", by="energy")
-    groups = list(usable.groupby("energy", sort=True))
-    fig = Figure(figsize=(6.0 * len(groups), 4.6))
+    # one front per workload and energy source: an estimate never knocks a measurement off a
+    # front, one workload's tokens are not another's, and a partial-model run is on none
+    fronts = comparable_front(
+        usable, "tokens_per_s", "jpt", "max", "min", by=("workload", "energy")
+    )
+    groups = list(usable.groupby(["workload", "energy"], sort=True))
+    cols = min(len(groups), 3)
+    rows = math.ceil(len(groups) / cols)
+    fig = Figure(figsize=(5.6 * cols, 4.6 * rows), layout="constrained")
     lines = []
-    for i, (energy, g) in enumerate(groups):
-        ax = fig.add_subplot(1, len(groups), i + 1)
+    for i, ((workload, energy), g) in enumerate(groups):
+        ax = fig.add_subplot(rows, cols, i + 1)
         front = fronts[g.index]
-        for j, (workload, w) in enumerate(g.groupby("workload", sort=True)):
-            ax.scatter(
-                w["tokens_per_s"],
-                w["jpt"],
-                label=str(workload),
-                marker="os^Dv<>"[j % 7],
-                facecolors="none" if energy == "estimate" else None,
-                edgecolors=f"C{j}",
-                color=f"C{j}",
-            )
+        partial = g["partial_model"].astype(bool)
+        whole = g[~partial]
+        ax.scatter(
+            whole["tokens_per_s"], whole["jpt"], marker="o", color="C0",
+            facecolors="none" if energy == "estimate" else None, label="configuration",
+        )  # fmt: skip
+        if partial.any():
+            ax.scatter(g[partial]["tokens_per_s"], g[partial]["jpt"], marker="s", color="C7",
+                       label=f"{PARTIAL} (off the front)")  # fmt: skip
         f = g[front].sort_values("tokens_per_s")
         ax.step(f["tokens_per_s"], f["jpt"], where="post", color="k", ls="--", lw=1)
         ax.scatter(
             f["tokens_per_s"], f["jpt"], s=160, facecolors="none", edgecolors="k", label="front"
         )
+        shorts = dict(zip(g.index, short_labels(list(g["config_name"]))[0], strict=True))
+        middle = (g["tokens_per_s"].min() + g["tokens_per_s"].max()) / 2
+        for k, r in f.iterrows():  # each front point named, short, towards the plot's inside
+            right = r["tokens_per_s"] > middle
+            ax.annotate(shorts[k], (r["tokens_per_s"], r["jpt"]), textcoords="offset points",
+                        xytext=(-6 if right else 6, 6), ha="right" if right else "left",
+                        fontsize=7)  # fmt: skip
         busy = g[g["contended"].map(flagged)]
         if len(busy):  # marked, never left out: the user judges them
             ax.scatter(busy["tokens_per_s"], busy["jpt"], s=260, marker="x", color="C3",
                        label=CONTENDED)  # fmt: skip
         _maybe_log(ax, g["tokens_per_s"], g["jpt"])
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=5))
         ax.set_xlabel("tokens/s (higher is better)")
         ax.set_ylabel(f"J/token, {energy} (lower is better)")
-        ax.set_title(f"energy: {energy}")
+        ax.set_title(_wrap(f"{workload}, energy: {energy}", 48), fontsize=9)
         ax.legend(fontsize=7)
         names = ", ".join(
             f"`{n}`" + (f" ({CONTENDED})" if flagged(c) else "")
             for n, c in zip(f["config_name"], f["contended"], strict=True)
         )
-        lines.append(f"- Pareto front, energy {energy}: {names}")
+        lines.append(f"- Pareto front, `{workload}`, energy {energy}: {names}")
+        if partial.any():
+            off = ", ".join(f"`{n}`" for n in g[partial]["config_name"])
+            lines.append(f"  - off the front ({PARTIAL}, not comparable on J/token): {off}")
     _save(fig, out_dir / "pareto.png")
-    return ["![Pareto plot: tokens/s against J/token](pareto.png)", "", *lines]
+    return [
+        "![Pareto plots: tokens/s against J/token, one per workload and energy](pareto.png)",
+        "",
+        "One front per workload and kind of energy figure (a workload's tokens are not "
+        f"another's); a {PARTIAL} run (SkipPipe skipping stages) is drawn but on no front.",
+        "",
+        *lines,
+    ]
+
+
+def short_labels(names: list[str], most: int = _LABEL_CHARS) -> tuple[list[str], str]:
+    """``names`` less the words all of them share, each at most ``most`` characters (a cut
+    name ends in "…"), and the shared words (what a title can say once)."""
+    words = [str(n).split() for n in names]
+    shared = set.intersection(*(set(w) for w in words)) if len(words) > 1 else set()
+    common = " ".join(w for w in words[0] if w in shared) if words else ""
+    out = []
+    for name, ws in zip(names, words, strict=True):
+        short = " ".join(w for w in ws if w not in shared) or str(name)
+        out.append(short if len(short) <= most else short[: most - 1] + "…")
+    return out, common
+
+
+def _wrap(text: str, width: int) -> str:
+    """``text`` broken into lines of at most ``width`` characters (never cut)."""
+    return "\n".join(textwrap.wrap(text, width, break_long_words=True)) or text
+
+
+def _partial(skipped: float) -> str:
+    """The marker of a configuration that skips ``skipped`` of its stages per token."""
+    return f"{PARTIAL}: skips {skipped:.0%} of its stages per token"
 
 
 def _seq_len_section(table: pd.DataFrame, out_dir: Path) -> list[str]:
@@ -296,13 +405,15 @@ def _seq_len_section(table: pd.DataFrame, out_dir: Path) -> list[str]:
 def _workload_section(workload: str, g: pd.DataFrame, out_dir: Path) -> list[str]:
     order = [c for c in ("energy", "model_family", "strategy", "seq_len", "config_name") if c in g]
     g = g.sort_values(order).reset_index(drop=True)
-    fig = Figure(figsize=(11.0, 1.2 + 0.45 * len(g)))
+    partial = g["partial_model"].astype(bool)
+    shorts, common = short_labels(list(g["config_name"]))
+    labels = [
+        f"{n} [{e}]" + (" [partial]" if p else "") + (f" {CONTENDED}" if flagged(c) else "")
+        for n, e, p, c in zip(shorts, g["energy"], partial, g["contended"], strict=True)
+    ]
+    fig = Figure(figsize=(11.0, 1.6 + 0.45 * len(g)), layout="constrained")
     ax_e, ax_t = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     pos = np.arange(len(g))
-    labels = [
-        f"{n} [{e}]" + (f" {CONTENDED}" if flagged(c) else "")
-        for n, e, c in zip(g["config_name"], g["energy"], g["contended"], strict=True)
-    ]
     hatch = ["//" if e == "estimate" else "" for e in g["energy"]]
     err = np.vstack([g["jpt"] - g["jpt_lo"], g["jpt_hi"] - g["jpt"]])
     bars = ax_e.barh(pos, g["jpt"].fillna(0), xerr=np.nan_to_num(err), capsize=3, color="C2")
@@ -311,26 +422,63 @@ def _workload_section(workload: str, g: pd.DataFrame, out_dir: Path) -> list[str
     ax_t.barh(pos, g["tokens_per_s"], color="C0")
     ax_e.set_yticks(pos, labels, fontsize=8)
     ax_t.set_yticks(pos, [""] * len(g))
-    ax_e.invert_yaxis()  # first configuration on top, reading order
-    ax_t.invert_yaxis()
-    ax_e.set_xlabel(f"J/token: median, bars {_bars(g)}; hatched = estimate")
+    for ax in (ax_e, ax_t):
+        ax.invert_yaxis()  # first configuration on top, reading order
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4))  # ticks that do not run together
+    ax_e.set_xlabel(_wrap(f"J/token: median, bars {_bars(g)}; hatched = estimate", 50))
     ax_t.set_xlabel("tokens/s (median)")
-    fig.suptitle(workload)
-    fig.subplots_adjust(left=0.38, wspace=0.08)
+    fig.suptitle(_wrap(f"{workload}: {common}" if common else workload, 110), fontsize=10)
     name = f"workload-{_slug(workload)}.png"
     _save(fig, out_dir / name)
-    best = g.dropna(subset=["jpt"]).groupby("energy")["jpt"].idxmin()
+    best = g[~partial].dropna(subset=["jpt"]).groupby("energy")["jpt"].idxmin()
     lines = [f"![{workload}: J/token and tokens/s per configuration]({name})", ""]
     for energy, i in best.items():
         name, jpt = g.loc[i, "config_name"], _g(g.loc[i, "jpt"])
         busy = f", {CONTENDED}" if flagged(g.loc[i, "contended"]) else ""
         lines.append(f"- Fewest J/token, {energy}: `{name}` ({jpt}{busy})")
+    if partial.any():
+        off = ", ".join(f"`{n}`" for n in g[partial]["config_name"])
+        lines.append(f"- Not ranked on J/token ({PARTIAL}): {off}")
     if g["tokens_per_s"].notna().any():
         fastest = g.loc[g["tokens_per_s"].idxmax()]
         tps = _g(fastest["tokens_per_s"])
         busy = f", {CONTENDED}" if flagged(fastest["contended"]) else ""
-        lines.append(f"- Fastest: `{fastest['config_name']}` ({tps} tokens/s{busy})")
+        part = f", {PARTIAL}" if fastest["partial_model"] else ""
+        lines.append(f"- Fastest: `{fastest['config_name']}` ({tps} tokens/s{busy}{part})")
     return lines + _waiting_table(g)
+
+
+def _own_section(own: pd.DataFrame) -> list[str]:
+    """A user's own measurements (`greenbench measure`): a table of their own, never ranked
+    beside the training workloads (empty when there are none)."""
+    if own.empty:
+        return []
+    lines = [
+        "",
+        "## Your own measurements (`greenbench measure`)",
+        "",
+        "What you measured yourself: an own loop (`greenbench.measure`, your training loop after "
+        "its warm-up steps) or a whole process (`greenbench measure -- CMD`, everything the "
+        "command did from start to exit: start-up, data loading and evaluation included). Tokens "
+        "are what you declared. These are not training windows of greenbench's workloads, so "
+        "they are kept off the leaderboard and the Pareto fronts and are compared only with "
+        "themselves.",
+        "",
+        "| kind | name | device | energy | J/token (median [interval]) | tokens/s | repeats "
+        "| trust |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    kinds = {"own-loop": "own loop", "whole-process": "whole process"}
+    for r in own.sort_values(["strategy", "config_name"]).itertuples():
+        energy = energy_label(r.energy_source, r.energy_measured)
+        jpt = f"{_g(r.joules_per_token)} [{_g(r.joules_per_token_ci_low)}, "
+        jpt += f"{_g(r.joules_per_token_ci_high)}]"
+        device = f"{r.device_type} ×{_g(r.devices)}"
+        cells = [kinds.get(r.strategy, r.strategy), r.config_name, device, energy, jpt]
+        cells += [_g(r.tokens_per_s), str(r.n_repeats), r.trust]
+        lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
+    lines += ["", f"Interval: {interval_caption(own['n_repeats'])}."]
+    return lines
 
 
 def _waiting_table(g: pd.DataFrame) -> list[str]:
@@ -375,5 +523,9 @@ def _slug(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-") or "workload"
 
 
-def _g(v: float) -> str:
-    return "n/a" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
+def _g(v: object) -> str:
+    """A number in 4 significant digits; "n/a" when unknown (None, NaN)."""
+    try:
+        return "n/a" if v is None or math.isnan(float(v)) else f"{float(v):.4g}"  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return "n/a"

@@ -117,9 +117,13 @@ def test_report_labels_energy_and_keeps_sources_apart(populated_db: Path, tmp_pa
     assert len(rows) == 3  # fsdp (newest commit only), odc estimate, odc measured
     assert any("measured (rapl)" in r for r in rows) and any("estimate" in r for r in rows)
     assert "| 9 [" not in text  # the old commit's J/token is not shown
-    # one front per energy source; among the estimates transformer seq=128 is fastest and leanest
-    assert "- Pareto front, energy estimate: `transformer/tiny seq=128`\n" in text
-    assert "- Pareto front, energy measured (rapl): `odc ×2`" in text
+    # one front per workload and energy source; transformer seq=128 is fastest and leanest
+    assert (
+        "- Pareto front, `transformer-vs-mamba`, energy estimate: `transformer/tiny seq=128`\n"
+        in text
+    )
+    assert "- Pareto front, `fsdp-vs-odc`, energy measured (rapl): `odc ×2`" in text
+    assert "- Pareto front, `fsdp-vs-odc`, energy estimate: `odc ×2`" in text
 
 
 def test_report_for_an_all_estimate_cpu_database(tmp_path: Path) -> None:

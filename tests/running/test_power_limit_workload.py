@@ -112,7 +112,7 @@ def test_the_power_limit_workload_on_an_emulated_gpu(tmp_path: Path, monkeypatch
     assert "## GPU power limits: time against energy" in text
     assert "**Knee: " in text and "Zeus's GlobalPowerLimitOptimizer would choose" in text
     assert "These figures come from a model, not a measurement" in text
-    assert "No measured configuration" in text  # never on the leaderboard of measurements
+    assert "**No measured leaderboard.**" in text  # never on the leaderboard of measurements
 
 
 def sm_clock_mhz(limit_w: float) -> int:
