@@ -166,22 +166,29 @@ def main() -> None:
         )
 
 
-def plot(runs: dict, floor: float, path: Path) -> None:
+def plot(runs: dict, floor: float, path: Path):
+    """Loss against tokens and against wall-clock, saved to ``path`` and returned. Tick labels
+    are short (``300k`` tokens, not ``300000``) and few, so they never run together."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import EngFormatter, MaxNLocator
 
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig = Figure(figsize=(10, 4))
+    fig = Figure(figsize=(10, 4), layout="constrained")
     for i, (x, label) in enumerate(((0, "tokens"), (1, "wall-clock seconds (one process)"))):
         ax = fig.add_subplot(1, 2, i + 1)
         for name, run in runs.items():
             ax.plot([c[x] for c in run["curve"]], [c[3] for c in run["curve"]], label=name)
         ax.axhline(floor, color="k", lw=0.8, ls="--", label="entropy floor")
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
+        if x == 0:
+            ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 300k, not 300000
         ax.set_xlabel(label)
         ax.set_ylabel("training loss (nats/token)")
         ax.legend()
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
+    return fig
 
 
 if __name__ == "__main__":
