@@ -1,14 +1,22 @@
 """``greenbench report``: a Markdown report with PNG plots of the results in a database.
 
 Writes ``README.md`` (so a forge renders it as the folder's page) and PNGs into one directory:
-a leaderboard table, the Pareto plot of tokens/s against joules/token with its front, the
-Transformer-vs-Mamba curves over sequence length, the FSDP-vs-ODC pairs, the hybrid layouts and
-SkipPipe against a full pipeline and the GPU power-limit sweeps (time against energy per limit,
-the knee, Zeus's choice) when those workloads are present, and one comparison chart per
-workload. Each configuration is shown by the repeats of its newest commit. Simulated runs
+a leaderboard table, Pareto plots of tokens/s against joules/token (one per workload and kind of
+energy figure, each with its front, front points labelled), the Transformer-vs-Mamba curves
+over sequence length, the FSDP-vs-ODC pairs, the hybrid layouts and SkipPipe against a full
+pipeline and the GPU power-limit sweeps (time against energy per limit, the knee, Zeus's choice)
+when those workloads are present, one comparison chart per workload, and a table of the user's
+own measurements. Each configuration is shown by the repeats of its newest commit.
+
+Only what is comparable is ranked together (`greenbench.reporting.leaderboard`). Simulated runs
 (SkipPipe's simulator, energy "simulated (model)") and runs on emulated GPUs (energy "emulated
-(GPU power model)") are in none of these: the SkipPipe and power-limit sections list them
-apart, clearly labelled.
+(GPU power model)") are on no leaderboard or front: the SkipPipe and power-limit sections list
+them apart, clearly labelled. ``greenbench measure`` results (an own loop, a whole process) are
+not training windows: they get a table of their own. A SkipPipe run that skips stages trains
+part of the model per token: it is marked "partial model", listed after the full-model rows of
+its workload, on no front and never the fewest J/token. A database with no measured training
+run still gets a report: a note that there is no measured leaderboard, what the database holds,
+and the sections that show it.
 
 Every energy figure says where it came from: configurations measured by a counter and those
 estimated are never pooled, the Pareto front is computed separately for each energy source, and

@@ -289,8 +289,8 @@ def section(db_path: str | Path) -> list[str]:
             "> **Simulated, not measured.** These runs launched no worker: SkipPipe's "
             "discrete-event simulator timed each iteration's schedule, and their energy is "
             "modelled from simulated busy and idle seconds at assumed watts (energy source "
-            "`model`). They are left out of the leaderboard, the Pareto front and every "
-            "comparison above, and are never compared with a measurement.",
+            "`model`). They are left out of the leaderboard, the Pareto fronts and every "
+            "comparison of measurements, and are never compared with a measurement.",
             *simulated_markdown(sims),
         ]
     return lines
