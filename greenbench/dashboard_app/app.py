@@ -3,7 +3,9 @@
 Run with ``greenbench dashboard --db PATH`` or ``streamlit run dashboard/app.py -- --db PATH``
 (``$GREENBENCH_DB`` works too). The dashboard only reads; each query opens the database
 read-only and closes it, so runs can write to the same file meanwhile. Tabs are addressable by
-URL (``?view=Pareto``) and only the open one is computed.
+URL (``?view=Pareto``) and only the open one is computed. The leaderboard and Pareto rank
+training runs only; simulated and emulated-GPU runs (modelled energy) and a user's own
+measurements are shown apart (`apart_views`), and Run detail and History open every kind.
 """
 
 from __future__ import annotations
@@ -12,14 +14,25 @@ import os
 import sys
 from pathlib import Path
 
+import pandas as pd
 import streamlit as st
 
-from greenbench.dashboard_app import board_views, compare_views, data, detail_views, power_views
+from greenbench.dashboard_app import (
+    apart_views,
+    board_views,
+    compare_views,
+    data,
+    detail_views,
+    power_views,
+)
 from greenbench.dashboard_app.filters import apply_filters, sidebar
 from greenbench.errors import StoreError
 from greenbench.reporting.leaderboard import leaderboard
 
-TABS = ("Leaderboard", "Pareto", "Run detail", "History", "Comparisons", "Power limits")
+TABS = (
+    "Leaderboard", "Pareto", "Run detail", "History", "Comparisons", "Own measurements",
+    "Power limits",
+)  # fmt: skip
 CREATE_CMD = "greenbench run --suite smoke --db {db}"
 
 
@@ -86,14 +99,18 @@ def main() -> None:
     filters = sidebar(repeats)
     sidebar_status(db, status)
     filtered = apply_filters(repeats, filters)
-    board = leaderboard(filtered, filters.scope)
+    board = leaderboard(filtered, filters.scope)  # training runs only
+    modelled = apart_views.modelled_board(filtered, filters.scope)  # simulated, emulated
+    own = apart_views.own_board(filtered, filters.scope)  # greenbench measure, own loops
+    apart = pd.concat([t for t in (modelled, own) if len(t)] or [modelled])
     tabs = st.tabs(TABS, key="view", on_change="rerun", bind="query-params")
     views = {
         "Leaderboard": lambda: board_views.leaderboard_view(db, board),
         "Pareto": lambda: board_views.pareto_view(db, board),
-        "Run detail": lambda: detail_views.run_detail_tab(db, board),
-        "History": lambda: detail_views.history_tab(filtered, board),
-        "Comparisons": lambda: compare_views.comparisons_tab(db, board),
+        "Run detail": lambda: detail_views.run_detail_tab(db, board, apart),
+        "History": lambda: detail_views.history_tab(filtered, board, apart),
+        "Comparisons": lambda: compare_views.comparisons_tab(db, board, modelled),
+        "Own measurements": lambda: apart_views.own_measurements_tab(db, own),
         "Power limits": lambda: power_views.power_limits_tab(db),
     }
     for name, tab in zip(TABS, tabs, strict=True):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -11,6 +12,23 @@ from greenbench.dashboard_app import charts, detail_views, marking
 from greenbench.reporting.leaderboard import METRICS, pareto_front_by
 
 CATEGORIES = ("workload", "model_family", "strategy", "device_type", "precision", "energy")
+
+
+#: widths of the leaderboard's columns (px): together they fit a 1400 px window beside the
+#: sidebar; a longer cell is cut with an ellipsis and shown whole on hover
+WIDTHS = {"configuration": 200, "energy": 105, "J/token interval": 105, "trust": 120,
+          "workload": 110, "git sha": 70}  # fmt: skip
+NARROW = 62  # every other column: a number
+
+
+def leaderboard_columns() -> dict[str, Any]:
+    """The shown leaderboard columns' widths and help texts (`marking.LEADERBOARD_HELP`)."""
+    return {
+        name: st.column_config.Column(
+            width=WIDTHS.get(name, NARROW), help=marking.LEADERBOARD_HELP[name]
+        )
+        for name in marking.LEADERBOARD_SHOWN
+    }
 
 
 def leaderboard_view(db: Path, board: pd.DataFrame) -> None:
@@ -32,6 +50,8 @@ def leaderboard_view(db: Path, board: pd.DataFrame) -> None:
         key="leaderboard_table",
         on_select="rerun",
         selection_mode="single-row",
+        column_order=marking.LEADERBOARD_SHOWN,
+        column_config=leaderboard_columns(),
     )
     st.caption(marking.ESTIMATE_NOTE)
     st.caption(marking.interval_note(board["n_repeats"]) + " " + marking.TRUST_NOTE)
@@ -69,7 +89,9 @@ def pareto_view(db: Path, board: pd.DataFrame) -> None:
         "colour by",
         [None, *CATEGORIES, *metrics],
         key="p_color",
-        format_func=lambda m: "–" if m is None else METRICS[m].label if m in METRICS else m,
+        format_func=lambda m: (
+            "–" if m is None else METRICS[m].label if m in METRICS else marking.heading(m)
+        ),
     )
     size = c4.selectbox(
         "size by",

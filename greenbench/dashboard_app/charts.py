@@ -12,10 +12,26 @@ from __future__ import annotations
 import altair as alt
 import pandas as pd
 
+from greenbench.dashboard_app.marking import heading
 from greenbench.reporting.leaderboard import METRICS, Better
 from greenbench.vocabulary.trust import flagged
 
-ENERGY_SHAPES = alt.Scale(domain=["measured", "≈ estimate"], range=["circle", "triangle-up"])
+#: the shape of each kind of energy figure (`marking.KIND_NAMES`)
+SHAPES = {"measured": "circle", "≈ estimate": "triangle-up", "emulated": "diamond",
+          "simulated": "square"}  # fmt: skip
+#: how a dominated point is drawn (legible: a full-size mark, slightly lighter, thin outline)
+#: against a point on the front
+DOMINATED = {"opacity": 0.75, "size": 90, "stroke": 0.8}
+ON_FRONT = {"opacity": 1.0, "size": 160, "stroke": 2.0}
+
+
+def energy_shapes(kinds: pd.Series) -> alt.Scale:
+    """The shape scale of the kinds of energy present in ``kinds`` only: a legend never lists
+    a kind no point has."""
+    present = [k for k in SHAPES if k in set(kinds)]
+    return alt.Scale(domain=present, range=[SHAPES[k] for k in present])
+
+
 SELECTION = "pick"  # name of the point-selection parameter of the Pareto chart
 
 
@@ -67,25 +83,34 @@ def pareto_chart(
     enc: dict[str, object] = {
         "x": alt.X(f"{x}:Q", title=axis_title(x, has_est), scale=alt.Scale(zero=False)),
         "y": alt.Y(f"{y}:Q", title=axis_title(y, has_est), scale=alt.Scale(zero=False)),
-        "shape": alt.Shape("energy_kind:N", title="energy", scale=ENERGY_SHAPES),
-        "opacity": alt.condition("datum.on_front", alt.value(1.0), alt.value(0.35)),
-        "strokeWidth": alt.condition("datum.on_front", alt.value(2.0), alt.value(0.0)),
+        "shape": alt.Shape(
+            "energy_kind:N", title="energy", scale=energy_shapes(points["energy_kind"])
+        ),
+        "opacity": alt.condition(
+            "datum.on_front", alt.value(ON_FRONT["opacity"]), alt.value(DOMINATED["opacity"])
+        ),
+        "strokeWidth": alt.condition(
+            "datum.on_front", alt.value(ON_FRONT["stroke"]), alt.value(DOMINATED["stroke"])
+        ),
         "tooltip": tooltip,
     }
     if contended:  # ringed in red, whether on the front or not
         enc["stroke"] = alt.condition("datum.contended", alt.value("red"), alt.value("black"))
-        points = points.assign(ring=[3.0 if c else 2.0 if f else 0.0
+        points = points.assign(ring=[3.0 if c else ON_FRONT["stroke"] if f
+                                     else DOMINATED["stroke"]
                                      for c, f in zip(points["contended"], points["on_front"],
                                                      strict=True)])  # fmt: skip
         enc["strokeWidth"] = alt.StrokeWidth("ring:Q", scale=None, legend=None)
     if color:
         kind = "Q" if color in METRICS else "N"
-        title = METRICS[color].label if color in METRICS else color
+        title = METRICS[color].label if color in METRICS else heading(color)
         enc["color"] = alt.Color(f"{color}:{kind}", title=title)
     if size:
         enc["size"] = alt.Size(f"{size}:Q", title=METRICS[size].label)
     else:
-        enc["size"] = alt.condition("datum.on_front", alt.value(140), alt.value(70))
+        enc["size"] = alt.condition(
+            "datum.on_front", alt.value(ON_FRONT["size"]), alt.value(DOMINATED["size"])
+        )
     scatter = (
         alt.Chart(points)
         .mark_point(filled=True, stroke="black")
@@ -113,8 +138,8 @@ def comparison_chart(rows: pd.DataFrame, x: str, metric: str, color: str) -> alt
     x_kind = "Q" if pd.api.types.is_numeric_dtype(rows[x]) else "O"
     has_est = bool((rows["energy_kind"] == "≈ estimate").any())
     base = alt.Chart(rows).encode(
-        x=alt.X(f"{x}:{x_kind}", title=x),
-        color=alt.Color(f"{color}:N", title=color),
+        x=alt.X(f"{x}:{x_kind}", title=heading(x)),
+        color=alt.Color(f"{color}:N", title=heading(color)),
     )
     points = base.mark_point(filled=True, size=80).encode(
         y=alt.Y(
@@ -122,7 +147,7 @@ def comparison_chart(rows: pd.DataFrame, x: str, metric: str, color: str) -> alt
             title=axis_title(metric, has_est, short=True),
             scale=alt.Scale(zero=False),
         ),
-        shape=alt.Shape("energy_kind:N", title="energy", scale=ENERGY_SHAPES),
+        shape=alt.Shape("energy_kind:N", title="energy", scale=energy_shapes(rows["energy_kind"])),
         tooltip=[
             "config_name:N",
             "energy:N",
@@ -213,7 +238,7 @@ def power_limit_chart(table: pd.DataFrame, knee_w: float | None, energy: str) ->
     """One power-limit sweep: time per million tokens against J/token, each limit a point
     coloured by its watts, the Pareto front as a step line and the knee ringed
     (`greenbench.reporting.limit_sweep`'s per-limit table)."""
-    data = table.assign(knee=table["limit_w"] == knee_w)
+    data = table.assign(knee=table["limit_w"] == knee_w, time_vs_highest=table["slowdown"] - 1.0)
     x = alt.X("seconds_per_mtok:Q", title="time per million tokens (s) — lower is better",
               scale=alt.Scale(zero=False))  # fmt: skip
     y = alt.Y("joules_per_token:Q", title=f"J/token, {energy} — lower is better",
@@ -231,8 +256,8 @@ def power_limit_chart(table: pd.DataFrame, knee_w: float | None, energy: str) ->
                 alt.Tooltip("limit_w:Q", title="limit (W)"),
                 alt.Tooltip("tokens_per_s:Q", format=",.0f"),
                 alt.Tooltip("joules_per_token:Q", format=".4~g"),
-                alt.Tooltip("slowdown:Q", format=".3f"),
-                alt.Tooltip("saving:Q", format=".1%"),
+                alt.Tooltip("time_vs_highest:Q", format="+.1%", title="time vs highest"),
+                alt.Tooltip("saving:Q", format="+.1%", title="J/token saved vs highest"),
                 "on_front:N",
             ],
         )

@@ -13,7 +13,7 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from greenbench.dashboard_app import charts, data, marking
+from greenbench.dashboard_app import apart_views, charts, data, marking
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,15 +116,36 @@ def _predictions_table(db: Path, rows: pd.DataFrame) -> None:
     )
 
 
-def comparison_view(db: Path, board: pd.DataFrame, comp: Comparison) -> None:
+def of_question(rows: pd.DataFrame, comp: Comparison) -> pd.DataFrame:
+    """The rows a comparison covers: its workload's, and for SkipPipe every SkipPipe run (a
+    simulated one may belong to any workload)."""
+    if rows.empty:
+        return rows
+    keep = rows["workload"] == comp.workload
+    if comp.workload == "skippipe":
+        keep |= rows["strategy"] == "skippipe"
+    return rows[keep]
+
+
+def comparison_view(
+    db: Path, board: pd.DataFrame, comp: Comparison, modelled: pd.DataFrame | None = None
+) -> None:
     st.markdown(f"### {comp.title}")
     st.caption(comp.question)
     rows = marking.with_labels(board[board["workload"] == comp.workload])
+    sims = marking.with_labels(of_question(modelled, comp)) if modelled is not None else None
     if rows.empty:
-        st.info(
-            f"No runs of this workload yet. Create them with "
-            f"`greenbench run --workload {comp.workload}`."
-        )
+        if sims is not None and len(sims):
+            st.info(
+                f"No measured runs of this workload yet: {len(sims)} simulated configuration(s) "
+                f"below, apart. `greenbench run --workload {comp.workload}` measures it."
+            )
+            apart_views.modelled_section(sims, key=f"sim_{comp.workload}")
+        else:
+            st.info(
+                f"No runs of this workload yet. Create them with "
+                f"`greenbench run --workload {comp.workload}`."
+            )
         return
     if comp.x == "lengths":
         known = [v for v in LENGTH_ORDER if v in set(rows["lengths"])]
@@ -145,8 +166,8 @@ def comparison_view(db: Path, board: pd.DataFrame, comp: Comparison) -> None:
         table = pd.DataFrame(
             {
                 "configuration": rows["config_name"],
-                comp.x: rows[comp.x].astype(str),
-                comp.color: rows[comp.color],
+                marking.heading(comp.x): rows[comp.x].map(marking.text_cell),
+                marking.heading(comp.color): rows[comp.color].map(marking.text_cell),
                 "J/token": rows["joules_per_token"],
                 "tokens/s": rows["tokens_per_s"],
                 "wait fraction": rows["wait_fraction"],
@@ -161,13 +182,15 @@ def comparison_view(db: Path, board: pd.DataFrame, comp: Comparison) -> None:
             marking.style_marked(table, rows["energy_measured"], ("J/token", "energy")),
             hide_index=True,
         )
+    if sims is not None and len(sims):
+        apart_views.modelled_section(sims, key=f"sim_{comp.workload}")
 
 
-def comparisons_tab(db: Path, board: pd.DataFrame) -> None:
+def comparisons_tab(db: Path, board: pd.DataFrame, modelled: pd.DataFrame | None = None) -> None:
     st.subheader("Comparisons")
     st.caption(
         "One view per workload question; filters in the sidebar apply. " + marking.ESTIMATE_NOTE
     )
     for comp in COMPARISONS.values():
-        comparison_view(db, board, comp)
+        comparison_view(db, board, comp, modelled)
         st.divider()

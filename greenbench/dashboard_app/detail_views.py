@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from greenbench.dashboard_app import charts, data, marking
+from greenbench.dashboard_app import apart_views, charts, data, marking
 from greenbench.reporting.leaderboard import history
 from greenbench.vocabulary import trust
 
@@ -34,9 +34,13 @@ REPEAT_ENERGY = (
 
 
 def config_label(row: pd.Series) -> str:
+    """One configuration in a selector: a simulated, emulated or own-measurement row says so
+    first."""
     busy = f" · {trust.CONTENDED}" if trust.flagged(row.get("contended")) else ""
+    tag = apart_views.kind_tag(row)
     return (
-        f"{row['config_name']} · {row['workload']} · {row['devices']} × {row['device_type']}"
+        (f"[{tag}] " if tag else "")
+        + f"{row['config_name']} · {row['workload']} · {row['devices']} × {row['device_type']}"
         f" · {marking.energy_label(row['energy_source'], row['energy_measured'])}{busy}"
     )
 
@@ -48,6 +52,11 @@ def _json(value: Any) -> Any:
         except ValueError:
             return value
     return value if value is not None else {}
+
+
+def _sha(sha: object) -> str:
+    """A commit as a label shows it: its first 10 characters, or "unknown" (never "None")."""
+    return "unknown" if trust.missing(sha) else str(sha)[:10]
 
 
 def _peak(flops: object, source: object) -> str:
@@ -65,7 +74,7 @@ def fingerprint(rec: dict[str, Any]) -> pd.DataFrame:
             f"{rec.get('nproc')} × {rec.get('device_type')} ({rec.get('device')}), "
             f"{rec.get('nnodes')} node(s)",
         ),
-        ("git sha", rec.get("git_sha")),
+        ("git sha", rec.get("git_sha") if not trust.missing(rec.get("git_sha")) else "unknown"),
         (
             "energy source",
             marking.energy_label(rec.get("energy_source"), rec.get("energy_measured")),
@@ -73,9 +82,14 @@ def fingerprint(rec: dict[str, Any]) -> pd.DataFrame:
         ("MFU peak", _peak(rec.get("peak_flops"), rec.get("peak_flops_source"))),
         (
             "carbon",
-            f"{rec.get('region')}: {marking.fmt(rec.get('carbon_intensity_g_per_kwh'))} gCO2/kWh",
+            f"{marking.text_cell(rec.get('region'))}: "
+            f"{marking.fmt(rec.get('carbon_intensity_g_per_kwh'))} gCO2/kWh",
         ),
-        ("started / finished", f"{rec.get('started_at')} / {rec.get('finished_at')}"),
+        (
+            "started / finished",
+            f"{marking.text_cell(rec.get('started_at'))} / "
+            f"{marking.text_cell(rec.get('finished_at'))}",
+        ),
         ("label", rec.get("label")),
     ]
     for prefix, blob in (("hardware", rec.get("hardware")), ("version", rec.get("versions"))):
@@ -83,7 +97,7 @@ def fingerprint(rec: dict[str, Any]) -> pd.DataFrame:
         if isinstance(parsed, dict):
             items += [(f"{prefix}: {k}", v) for k, v in parsed.items()]
     return pd.DataFrame(
-        {"item": [k for k, _ in items], "value": ["–" if v is None else str(v) for _, v in items]}
+        {"item": [k for k, _ in items], "value": [marking.text_cell(v) for _, v in items]}
     )
 
 
@@ -91,13 +105,18 @@ def config_detail(db: Path, row: pd.Series, key: str) -> None:
     """Everything stored about one configuration's runs (``row``: a labelled board row)."""
     st.markdown(f"### {row['config_name']}")
     st.caption(config_label(row))
+    tag = apart_views.kind_tag(row)
+    if tag in ("simulated", "emulated"):
+        st.warning(apart_views.SIMULATED_WARNING)
+    elif tag:
+        st.info(apart_views.OWN_NOTE)
     runs = data.runs_of(db, str(row["config_key"]))
     runs = runs[runs["energy_source"].fillna(row["energy_source"]) == row["energy_source"]]
     if runs.empty:
         st.info("No stored run of this configuration.")
         return
     labels = {
-        r.run_id: f"{r.run_id} · {r.status} · sha {r.git_sha} · {r.started_at}"
+        r.run_id: f"{r.run_id} · {r.status} · sha {_sha(r.git_sha)} · {r.started_at}"
         for r in runs.itertuples()
     }
     ids = list(labels)
@@ -155,6 +174,20 @@ def _trust(rec: dict[str, Any], res: pd.DataFrame) -> None:
     st.caption("; ".join(run_trust.signals()))
 
 
+def _not_estimated(res: pd.DataFrame) -> pd.Series:
+    """Which repeats' energy is not an estimate (measured, or a model's: those are labelled
+    simulated or emulated above the table, never "≈ … (est.)")."""
+    kinds = [trust.energy_kind(s, m) for s, m in zip(res["energy_source"], res["energy_measured"],
+                                                      strict=True)]  # fmt: skip
+    return pd.Series([k != "estimated" for k in kinds], index=res.index)
+
+
+def _modelled(res: pd.DataFrame) -> bool:
+    return any(
+        trust.energy_kind(s, False) in ("simulated", "emulated") for s in res["energy_source"]
+    )
+
+
 def _repeats(db: Path, run_id: str, measured: bool) -> None:
     st.markdown("**Every repeat**")
     res = data.run_results(db, run_id)
@@ -165,8 +198,15 @@ def _repeats(db: Path, run_id: str, measured: bool) -> None:
         if column in res:
             values = pd.to_numeric(res[column], errors="coerce")
             res[column] = values.where(~(values < 0))
-    st.dataframe(marking.style_marked(res, res["energy_measured"], REPEAT_ENERGY), hide_index=True)
-    if not measured:
+    st.dataframe(
+        marking.style_marked(
+            marking.readable(res, keep=REPEAT_ENERGY),
+            _not_estimated(res),
+            (*map(marking.heading, REPEAT_ENERGY), "energy"),
+        ),
+        hide_index=True,
+    )
+    if not measured and not _modelled(res):
         st.caption(marking.ESTIMATE_NOTE)
 
 
@@ -205,9 +245,12 @@ def _ranks(db: Path, run_id: str, key: str) -> None:
         elsewhere = (table["local_rank"] != 0) & (pd.to_numeric(table["energy_j"]) == 0)
         table["energy_j"] = pd.to_numeric(table["energy_j"]).where(~elsewhere)
     measured = table["energy_source"].fillna("estimate") != "estimate"
+    energy = ("energy_j", "energy_gpu_j", "energy_cpu_j", "energy_dram_j")
     st.dataframe(
         marking.style_marked(
-            table, measured, ("energy_j", "energy_gpu_j", "energy_cpu_j", "energy_dram_j")
+            marking.readable(table, keep=energy),
+            measured,
+            (*map(marking.heading, energy), "energy"),
         ),
         hide_index=True,
     )
@@ -234,9 +277,18 @@ def _labelled(board: pd.DataFrame) -> dict[str, pd.Series]:
     return {r["row_id"]: r for _, r in labelled.iterrows()}
 
 
-def run_detail_tab(db: Path, board: pd.DataFrame) -> None:
-    st.subheader("Run detail")
+def _choices(board: pd.DataFrame, apart: pd.DataFrame | None) -> dict[str, pd.Series]:
+    """Every configuration a detail view can open: the leaderboard's, then those shown apart
+    (simulated, emulated, own measurements), labelled so (`config_label`)."""
     rows = _labelled(board)
+    if apart is not None and len(apart):
+        rows |= _labelled(apart)
+    return rows
+
+
+def run_detail_tab(db: Path, board: pd.DataFrame, apart: pd.DataFrame | None = None) -> None:
+    st.subheader("Run detail")
+    rows = _choices(board, apart)
     if not rows:
         st.info("No configuration matches the filters.")
         return
@@ -249,13 +301,15 @@ def run_detail_tab(db: Path, board: pd.DataFrame) -> None:
     config_detail(db, rows[row_id], key="detail")
 
 
-def history_tab(repeats: pd.DataFrame, board: pd.DataFrame) -> None:
+def history_tab(
+    repeats: pd.DataFrame, board: pd.DataFrame, apart: pd.DataFrame | None = None
+) -> None:
     st.subheader("History across commits")
     st.caption(
         "Joules per token and tokens/s of one configuration per git sha, ordered by the "
         "first run of each sha: the series CI regression tracking watches."
     )
-    rows = _labelled(board)
+    rows = _choices(board, apart)
     if not rows:
         st.info("No configuration matches the filters.")
         return
@@ -274,30 +328,31 @@ def history_tab(repeats: pd.DataFrame, board: pd.DataFrame) -> None:
         marking.energy_label(s, m)
         for s, m in zip(hist["energy_source"], hist["energy_measured"], strict=True)
     ]
-    hist["energy_kind"] = ["measured" if m else "≈ estimate" for m in hist["energy_measured"]]
+    hist["energy_kind"] = marking.kind_names(hist)
+    tag = apart_views.kind_tag(row)
+    if tag in ("simulated", "emulated"):
+        st.warning(apart_views.SIMULATED_WARNING)
     if len(hist) == 1:
         st.info("Only one git sha so far: history needs runs from at least two commits.")
     left, right = st.columns(2)
     left.altair_chart(charts.history_chart(hist, "joules_per_token"), width="stretch")
     right.altair_chart(charts.history_chart(hist, "tokens_per_s"), width="stretch")
-    table = hist[
-        [
-            "git_sha",
-            "joules_per_token",
-            "net_joules_per_token",
-            "tokens_per_s",
-            "n_repeats",
-            "n_runs",
-            "trust",
-            "interval",
-            "first_started_at",
-            "energy",
-        ]
-    ].reset_index(drop=True)
+    table = pd.DataFrame(
+        {
+            "git sha": hist["git_sha"].map(_sha),
+            "J/token": hist["joules_per_token"],
+            "J/token net": hist["net_joules_per_token"],
+            "tokens/s": hist["tokens_per_s"],
+            "repeats": hist["n_repeats"],
+            "runs": hist["n_runs"],
+            "trust": hist["trust"],
+            "interval": hist["interval"],
+            "first run": hist["first_started_at"].map(marking.text_cell),
+            "energy": hist["energy"],
+        }
+    ).reset_index(drop=True)
     st.caption(marking.interval_note(hist["n_repeats"]) + " " + marking.TRUST_NOTE)
     st.dataframe(
-        marking.style_marked(
-            table, hist["energy_measured"], ("joules_per_token", "net_joules_per_token", "energy")
-        ),
+        marking.style_marked(table, _not_estimated(hist), ("J/token", "J/token net", "energy")),
         hide_index=True,
     )

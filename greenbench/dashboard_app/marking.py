@@ -29,11 +29,80 @@ TRUST_NOTE = (
     "above the run's mean power; **min–max of N** fewer repeats than a 95 % interval needs "
     f"({trust.repeats_for_interval()}). MFU basis says which peak MFU divides by."
 )
+#: how each kind of energy figure (`trust.energy_kind`) is named in charts and their legends
+KIND_NAMES = {"measured": "measured", "estimated": "≈ estimate", "emulated": "emulated",
+              "simulated": "simulated"}  # fmt: skip
+#: the labels of modelled energy (never marked "≈ … (est.)": they say what they are)
+MODELLED = ("simulated", "emulated")
 ESTIMATE_BG = "background-color: rgba(255, 170, 0, 0.18)"
 CONTENDED_BG = "background-color: rgba(220, 50, 50, 0.15)"
 
 #: leaderboard columns that carry (or derive from) an energy figure
 ENERGY_DISPLAY = ("J/token", "J/token net", "J/token interval", "CO2 g/M tok")
+
+
+#: human headings of stored columns (`heading`: others get theirs from their unit suffix)
+HEADINGS = {
+    "tokens_per_s": "tokens/s",
+    "joules_per_token": "J/token",
+    "net_joules_per_token": "J/token net",
+    "mfu": "MFU %",
+    "co2_g": "CO2 (g)",
+    "energy_measured": "measured",
+    "energy_net_j": "net energy (J)",
+    "energy_j": "energy (J)",
+    "wait_fraction": "wait fraction",
+    "n_microbatches": "microbatches",
+    "flops": "FLOPs",
+    "local_rank": "local rank",
+    "step_time_p50_s": "step time p50 (s)",
+    "step_time_p95_s": "step time p95 (s)",
+    "seq_len": "sequence length",
+    "model_family": "model family",
+    "model_size": "model size",
+    "device_type": "hardware",
+}
+#: a stored column's unit suffix: (suffix, unit in the heading, factor the value is shown ×)
+UNITS = (("_bytes", "MiB", 2.0**-20), ("_j", "J", 1.0), ("_w", "W", 1.0), ("_s", "s", 1.0),
+         ("_g", "g", 1.0))  # fmt: skip
+#: stored columns never shown in a table (a list of every step's time: the chart's, not a cell)
+HIDDEN = ("step_times_s",)
+
+
+def heading(column: str) -> str:
+    """A stored column's heading: words and its unit ("energy_cpu_j" → "energy cpu (J)",
+    "peak_mem_bytes" → "peak mem (MiB)", "tokens_per_s" → "tokens/s")."""
+    if column in HEADINGS:
+        return HEADINGS[column]
+    for suffix, unit, _ in UNITS:
+        if column.endswith(suffix):
+            return f"{column[: -len(suffix)].replace('_', ' ')} ({unit})"
+    return column.replace("_", " ")
+
+
+def readable(table: pd.DataFrame, keep: tuple[str, ...] = ()) -> pd.DataFrame:
+    """``table`` (stored columns) as shown: human headings with units (`heading`), bytes in
+    MiB, MFU in %, ``energy_source`` and ``energy_measured`` as one ``energy`` label; columns
+    with no value at all (but those in ``keep``: an unknown figure reads "–") and `HIDDEN`
+    ones left out."""
+    out = {}
+    if "energy_source" in table and "energy_measured" in table:
+        out["energy"] = [
+            energy_label(s, m)
+            for s, m in zip(table["energy_source"], table["energy_measured"], strict=True)
+        ]
+        table = table.drop(columns=["energy_source", "energy_measured"])
+    for column in table.columns:
+        values = table[column]
+        if column in HIDDEN or (column not in keep and values.map(trust.missing).all()):
+            continue
+        if column == "mfu":
+            values = pd.to_numeric(values, errors="coerce") * 100.0
+        for suffix, _, factor in UNITS:
+            if column.endswith(suffix) and factor != 1.0:
+                values = pd.to_numeric(values, errors="coerce") * factor
+        out[heading(column)] = values
+    return pd.DataFrame(out, index=table.index).reset_index(drop=True)
 
 
 def interval_note(n_repeats: pd.Series) -> str:
@@ -53,6 +122,11 @@ def fmt(value: object) -> str:
     return f"{v:.4g}"
 
 
+def text_cell(value: object) -> str:
+    """A text cell: "–" where the value is missing (never "None" or "nan")."""
+    return "–" if trust.missing(value) else str(value)
+
+
 def fmt_ci(low: float, high: float) -> str:
     if math.isnan(low) or math.isnan(high):
         return "–"
@@ -60,8 +134,22 @@ def fmt_ci(low: float, high: float) -> str:
 
 
 def energy_label(source: object, measured: object) -> str:
-    """The vocabulary's label, marked '≈ estimate' when it is one."""
-    return mark_label(vocabulary.energy_label(source, measured), bool(measured))
+    """The vocabulary's label, marked '≈ estimate' when it is one ("simulated (model)" and
+    "emulated (GPU power model)" say what they are already)."""
+    label = vocabulary.energy_label(source, measured)
+    if label.startswith(MODELLED):
+        return label
+    return mark_label(label, bool(measured))
+
+
+def kind_names(frame: pd.DataFrame) -> list[str]:
+    """Each row's kind of energy figure as the charts name it (`KIND_NAMES`), from its
+    ``energy_source``, ``energy_measured`` and, where present, ``simulated``."""
+    flags = frame["simulated"] if "simulated" in frame else [None] * len(frame)
+    return [
+        KIND_NAMES[trust.energy_kind(s, m, f)]
+        for s, m, f in zip(frame["energy_source"], frame["energy_measured"], flags, strict=True)
+    ]
 
 
 def mark_label(label: str, measured: bool) -> str:
@@ -93,7 +181,7 @@ def with_labels(board: pd.DataFrame) -> pd.DataFrame:
         energy_label(s, m)
         for s, m in zip(out["energy_source"], out["energy_measured"], strict=True)
     ]
-    out["energy_kind"] = ["measured" if m else "≈ estimate" for m in out["energy_measured"]]
+    out["energy_kind"] = kind_names(out)
     return out
 
 
@@ -110,7 +198,7 @@ def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
             "J/token net": board["net_joules_per_token"],
             "tokens/s": board["tokens_per_s"],
             "MFU %": board["mfu"] * 100.0,
-            "peak mem MiB": board["peak_mem_bytes"] / 2**20,
+            "mem MiB": board["peak_mem_bytes"] / 2**20,
             "CO2 g/M tok": board["co2_g_per_mtok"],
             "repeats": board["n_repeats"],
             "trust": board["trust"],
@@ -134,10 +222,34 @@ def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
             "devices": board["devices"].astype(str) + " × " + board["device_type"],
             "precision": board["precision"],
             "MFU basis": board["peak_flops_source"].fillna("–"),
-            "git sha": board["git_sha"],
+            "git sha": board["git_sha"].map(text_cell).str[:10],
             "run": board["latest_run_id"],
         }
     ).reset_index(drop=True)
+
+
+#: the leaderboard columns shown, in order, so that the table fits a 1400 px window beside the
+#: sidebar; the rest of `leaderboard_table` (model, strategy, layout, precision, MFU basis, the
+#: tokens/s interval, the run) is in Run detail. Each shown column's help text: `LEADERBOARD_HELP`
+LEADERBOARD_SHOWN = (
+    "configuration", "energy", "J/token", "J/token interval", "J/token net", "tokens/s",
+    "MFU %", "mem MiB", "CO2 g/M tok", "repeats", "trust", "workload", "git sha",
+)  # fmt: skip
+LEADERBOARD_HELP = {
+    "configuration": "Model, sequence length, lengths, strategy × ranks",
+    "energy": "Where the energy figure comes from: a counter (measured) or ≈ an estimate",
+    "J/token": "Median gross joules per token over the repeats",
+    "J/token interval": "95 % CI of the median from 6 repeats, else the min–max range",
+    "J/token net": "Median joules per token above the idle baseline (– where unknown)",
+    "tokens/s": "Median training throughput",
+    "MFU %": "Model FLOPs utilisation: achieved FLOP/s over the peak (Run detail: its basis)",
+    "mem MiB": "Peak memory of the busiest rank, MiB",
+    "CO2 g/M tok": "Grams of CO2 per million tokens at the region's carbon intensity",
+    "repeats": "Repeats pooled",
+    "trust": "What lowers trust: ⚠ contended, net energy unknown, too few repeats",
+    "workload": "The workload the configuration belongs to",
+    "git sha": "Commit of the repeats pooled (mixed: several)",
+}
 
 
 def style_marked(
@@ -148,6 +260,9 @@ def style_marked(
     measured = measured.astype(bool).reset_index(drop=True)
     numeric = [c for c in table.columns if pd.api.types.is_numeric_dtype(table[c])]
     styler = table.style.format(fmt, subset=numeric)
+    text = [c for c in table.columns if c not in numeric]
+    if text:  # a missing value reads "–", never "None" or "nan"
+        styler = styler.format(text_cell, subset=text)
     if "trust" in table.columns:
         busy = list(table.index[table["trust"].fillna("").str.contains(trust.CONTENDED)])
         if busy:
@@ -164,7 +279,7 @@ def style_marked(
         text_cols = [c for c in cols if c not in numeric]
         if text_cols:
             styler = styler.format(
-                lambda v: mark(str(v), False), subset=pd.IndexSlice[estimated, text_cols]
+                lambda v: mark(text_cell(v), False), subset=pd.IndexSlice[estimated, text_cols]
             )
         styler = styler.map(lambda _: ESTIMATE_BG, subset=rows)
         if "energy" in table.columns:

@@ -8,6 +8,7 @@ disagree, with no front, knee or choice."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -23,18 +24,29 @@ from greenbench.reporting.limit_sweep import (
 )
 from greenbench.reporting.repeats import read_repeats
 
-#: the table's columns: (per-limit column, heading)
+#: the table's columns: (per-limit column, heading). Relative figures are percentages against
+#: the highest limit (time +2.0 %: 2 % slower; J/token saved 12.0 %), never ratios
 TABLE = (
     ("limit_w", "limit (W)"),
     ("tokens_per_s", "tokens/s"),
     ("joules_per_token", "J/token"),
-    ("slowdown", "time vs highest"),
-    ("saving", "J/token saved vs highest"),
+    ("slowdown", "time vs highest %"),
+    ("saving", "J/token saved vs highest %"),
     ("gpu_power_avg_w", "GPU power mean (W)"),
     ("gpu_power_peak_w", "GPU power peak (W)"),
     ("on_front", "on front"),
     ("repeats", "repeats"),
 )
+#: how each heading's numbers are written (st.column_config's printf formats)
+FORMATS = {
+    "limit (W)": "%.0f",
+    "tokens/s": "%.1f",
+    "J/token": "%.4g",
+    "time vs highest %": "%+.1f %%",
+    "J/token saved vs highest %": "%+.1f %%",
+    "GPU power mean (W)": "%.1f",
+    "GPU power peak (W)": "%.1f",
+}
 HOW_TO = (
     "No power-limit sweep is stored yet. `greenbench run --workload power-limit` sweeps the "
     "limit on a GPU (root or zeusd); without one, `--set emulate.gpu=h100 --set model.size=tiny` "
@@ -48,8 +60,20 @@ def _rows(db_path: str) -> pd.DataFrame:
 
 
 def table(sweep: Sweep) -> pd.DataFrame:
-    """A sweep's per-limit table with the view's headings."""
-    return sweep.table[[c for c, _ in TABLE]].rename(columns=dict(TABLE))
+    """A sweep's per-limit table with the view's headings, rounded as shown: time and J/token
+    against the highest limit in percent (``slowdown`` 1.02 → +2.0, ``saving`` 0.12 → 12.0)."""
+    out = sweep.table[[c for c, _ in TABLE]].copy()
+    out["slowdown"] = ((out["slowdown"] - 1.0) * 100.0).round(1)
+    out["saving"] = (out["saving"] * 100.0).round(1)
+    for column in ("tokens_per_s", "gpu_power_avg_w", "gpu_power_peak_w"):
+        out[column] = out[column].round(1)
+    out["joules_per_token"] = out["joules_per_token"].map(lambda v: float(f"{v:.4g}"))
+    return out.rename(columns=dict(TABLE))
+
+
+def formats() -> dict[str, Any]:
+    """The table's column formats (`FORMATS`)."""
+    return {h: st.column_config.NumberColumn(format=f) for h, f in FORMATS.items()}
 
 
 def power_limits_tab(db: Path) -> None:
@@ -73,7 +97,7 @@ def power_limits_tab(db: Path) -> None:
     st.altair_chart(
         charts.power_limit_chart(sweep.table, sweep.knee_w, sweep.energy), width="stretch"
     )
-    st.dataframe(table(sweep), hide_index=True)
+    st.dataframe(table(sweep), hide_index=True, column_config=formats())
     if sweep.knee_w is not None:
         knee = sweep.table[sweep.table["limit_w"] == sweep.knee_w].iloc[0]
         st.markdown(

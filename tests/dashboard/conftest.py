@@ -9,6 +9,7 @@ shas, a failed run, per-rank rows and power samples.
 from __future__ import annotations
 
 import json
+import math
 import random
 import subprocess
 import sys
@@ -333,3 +334,249 @@ def seeded() -> Seeded:
 def dashboard_db(tmp_path: Path) -> Path:
     """A seeded results database in tmp_path."""
     return seed_db(tmp_path / "results.duckdb")
+
+
+# --- every kind of figure the trust model tells apart, written through the real Store ----------
+
+#: what `kinds_db` holds besides the shared seeded database (tests/conftest.py: measured rapl,
+#: estimates, a failed run): a contended measured run, emulated power-limit runs, simulated
+#: SkipPipe runs and a whole-process measurement (`greenbench measure -- CMD`)
+CONTENDED_CONFIG = "transformer/tiny seq=768 fixed single×1"
+SIMULATED_CONFIGS = ("skippipe gcp12 full", "skippipe gcp12 skippipe")
+PROCESS_CONFIG = "process/sleepy"
+EMULATED_PREFIX = "transformer/tiny seq=64 fixed single×1 limit="
+
+
+def _window(source: str, measured: bool, seconds: float, power_w: float) -> Any:
+    from greenbench.energy.base import EnergyWindow
+
+    return EnergyWindow(
+        source=source,
+        measured=measured,
+        seconds=seconds,
+        energy_j=power_w * seconds,
+        energy_gpu_j=power_w * seconds if source == "nvml-emulated" else None,
+        energy_cpu_j=power_w * seconds if source == "rapl" else None,
+    )
+
+
+def _rank(repeat: int, tokens: int, seconds: float, energy: Any, **kw: Any) -> Any:
+    from greenbench.results import RankResult
+
+    fields: dict[str, Any] = dict(
+        rank=0, local_rank=0, host="bench-01", repeat=repeat, tokens=tokens, seconds=seconds,
+        compute_s=seconds * 0.9, comm_s=0.0, wait_s=seconds * 0.1,
+        step_times_s=(seconds / 2, seconds / 2), peak_mem_bytes=int(3e8), flops=6e6 * tokens,
+        loss=7.0, n_microbatches=2, energy=energy,
+    )  # fmt: skip
+    return RankResult(**(fields | kw))
+
+
+def _write(
+    store: Any,
+    row: dict[str, Any],
+    ranks: list[Any],
+    *,
+    idle_power_w: float | None = 10.0,
+    **outcome: Any,
+) -> None:
+    from dataclasses import replace
+
+    from greenbench.metrics import aggregate_repeat
+    from greenbench.results import RunOutcome
+
+    note = outcome.pop("note", "")
+    repeats = []
+    for k in sorted({r.repeat for r in ranks}):
+        repeat = aggregate_repeat(
+            [r for r in ranks if r.repeat == k],
+            idle_power_w=idle_power_w,
+            peak_flops=None,
+            n_devices=1,
+            carbon_g_per_kwh=400.0,
+        )
+        repeats.append(replace(repeat, energy_note=note) if note else repeat)
+    store.begin_run(row)
+    store.finish_run(
+        row["run_id"], RunOutcome(status="ok", repeats=repeats, ranks=ranks, **outcome)
+    )
+
+
+def seed_kinds(path: Path) -> Path:
+    """Add to the database at ``path`` (the shared seeded one) a contended measured run, an
+    emulated power-limit sweep, two simulated SkipPipe runs and a whole-process measurement."""
+    from greenbench.measuring.record import PROCESS_NOTE, PROCESS_STRATEGY
+    from greenbench.store import Store
+    from greenbench.vocabulary import EMULATED_SOURCE, SIMULATED_SOURCE, config_key, identity
+
+    started = T0 + timedelta(days=400)
+    base = {
+        "suite": "kinds",
+        "model_family": "transformer",
+        "model_size": "tiny",
+        "layout": "dp1",
+        "device": "cpu",
+        "device_type": CPU,
+        "nproc": 1,
+        "nnodes": 1,
+        "precision": "fp32",
+        "lengths": "fixed",
+        "git_sha": NEW_SHA,
+        "host": "bench-01",
+        "region": "world",
+        "carbon_intensity_g_per_kwh": 400.0,
+    }
+    with Store(path) as store:
+        settings = {"model.family": "transformer", "data.seq_len": 768}
+        _write(
+            store,
+            base
+            | {
+                "run_id": "c0c0c0c0c0c0",
+                "workload": "transformer-vs-mamba",
+                "config_name": CONTENDED_CONFIG,
+                "strategy": "single",
+                "seq_len": 768,
+                "config_key": config_key(identity(settings, "transformer-vs-mamba")),
+                "config": {"workload": "transformer-vs-mamba", "settings": settings},
+                "energy_source": "rapl",
+                "energy_measured": True,
+                "started_at": started,
+            },
+            [_rank(k, 3000, 2.0, _window("rapl", True, 2.0, 50.0)) for k in range(3)],
+            contended=True,
+            others_busy_cores=1.3,
+            other_greenbench=1,
+        )
+        for i, limit in enumerate((700.0, 490.0)):
+            settings = {"emulate.gpu": "h100", "gpu.power_limit_w": limit, "data.seq_len": 64}
+            _write(
+                store,
+                base
+                | {
+                    "run_id": f"e0e0e0e0e0{i:02d}",
+                    "workload": "power-limit",
+                    "config_name": f"{EMULATED_PREFIX}{limit:g}W",
+                    "strategy": "single",
+                    "config_key": config_key(identity(settings, "power-limit")),
+                    "config": {"workload": "power-limit", "settings": settings},
+                    "device_type": "emulated:H100 SXM",
+                    "seq_len": 64,
+                    "power_limit_w": limit,
+                    "power_limit_default_w": 700.0,
+                    "power_limit_via": "emulated",
+                    "started_at": started,
+                },
+                [
+                    _rank(
+                        k,
+                        int(2000 * (1 - 0.05 * i)),
+                        2.0,
+                        _window(EMULATED_SOURCE, False, 2.0, limit * 0.9),
+                    )
+                    for k in range(2)
+                ],
+                idle_power_w=None,
+            )
+        for i, (name, schedule) in enumerate(
+            zip(SIMULATED_CONFIGS, ("full", "skippipe"), strict=True)
+        ):
+            settings = {
+                "strategy": "skippipe",
+                "skippipe.mode": "simulate",
+                "skippipe.network": "gcp12",
+                "skippipe.schedule": schedule,
+                "skippipe.stages": "5-3-3-3-3-3",
+            }
+            _write(
+                store,
+                base
+                | {
+                    "run_id": f"5151515151{i:02d}",
+                    "workload": "skippipe",
+                    "config_name": name,
+                    "strategy": "skippipe",
+                    "layout": "pp6",
+                    "config_key": config_key(identity(settings, "skippipe")),
+                    "config": {"workload": "skippipe", "settings": settings},
+                    "model_size": "published",
+                    "seq_len": 1024,
+                    "simulated": True,
+                    "device_type": "simulated:gcp12",
+                    "nproc": 20,
+                    "host": "simulated",
+                    "started_at": started,
+                },
+                [
+                    _rank(
+                        k,
+                        61440,
+                        30.0 / (1 + 0.4 * i),
+                        _window(SIMULATED_SOURCE, False, 30.0 / (1 + 0.4 * i), 9000.0),
+                        peak_mem_bytes=0,
+                        flops=0.0,
+                        loss=0.0,
+                    )
+                    for k in range(3)
+                ],
+                idle_power_w=1400.0,
+                note="simulated on skippipe.network=gcp12: modelled energy",
+            )
+        settings = {"command": "sleep 2", "device": "cpu", "nproc": 1, "nnodes": 1}
+        _write(
+            store,
+            base
+            | {
+                "run_id": "9r0c9r0c9r0c".replace("r", "0"),
+                "workload": PROCESS_CONFIG,
+                "config_name": "sleepy",
+                "strategy": PROCESS_STRATEGY,
+                "suite": None,
+                "config_key": config_key(identity(settings, PROCESS_CONFIG)),
+                "config": {"workload": PROCESS_CONFIG, "suite": None, "settings": settings},
+                "model_family": "user",
+                "model_size": "sleepy",
+                "seq_len": 0,
+                "lengths": "user",
+                "layout": "dp1",
+                "git_sha": None,
+                "label": None,
+                "energy_source": "rapl",
+                "energy_measured": True,
+                "started_at": started,
+            },
+            [
+                _rank(
+                    0,
+                    0,
+                    2.1,
+                    _window("rapl", True, 2.1, 12.0),
+                    flops=0.0,
+                    loss=math.nan,
+                    peak_mem_bytes=int(5e7),
+                )
+            ],
+            note=PROCESS_NOTE,
+        )
+    return path
+
+
+@pytest.fixture
+def kinds_db(seeded_db: Path) -> Path:
+    """The shared seeded database (measured, estimated, failed) with `seed_kinds` added."""
+    return seed_kinds(seeded_db)
+
+
+@dataclass(frozen=True, slots=True)
+class SeededKinds:
+    """What `kinds_db` adds (`seed_kinds`)."""
+
+    contended: str = CONTENDED_CONFIG
+    simulated: tuple[str, ...] = SIMULATED_CONFIGS
+    process: str = PROCESS_CONFIG
+    emulated_prefix: str = EMULATED_PREFIX
+
+
+@pytest.fixture
+def seeded_kinds() -> SeededKinds:
+    return SeededKinds()

@@ -176,7 +176,8 @@ def test_run_detail_of_a_measured_multi_rank_run(
     assert env["version: torch"] == "2.13.0+cpu"
     assert len(at.dataframe[1].value) == 3  # every repeat
     ranks = at.dataframe[2].value
-    assert ranks["rank"].tolist() == [0, 1] and ranks["wait_s"].iloc[1] > ranks["wait_s"].iloc[0]
+    assert ranks["rank"].tolist() == [0, 1]
+    assert ranks["wait (s)"].iloc[1] > ranks["wait (s)"].iloc[0]
     at.selectbox(key="detail_repeat").set_value(2).run()
     assert not at.exception
 
@@ -189,7 +190,7 @@ def test_run_detail_of_an_estimated_run(
     assert "No power time series was sampled" in shown
     assert "estimated energy" in shown
     repeats = display_values(at, 1)
-    assert repeats["joules_per_token"].str.startswith("≈").all()
+    assert repeats["J/token"].str.startswith("≈").all()
     runs = at.selectbox(key="detail_run")
     assert len(runs.options) == 2  # both shas of this configuration
     runs.set_value(runs.options[1].split(" · ")[0]).run()
@@ -201,7 +202,7 @@ def test_history_across_two_shas(
 ) -> None:
     at = run_app(dashboard_db, monkeypatch, "History")
     hist = at.dataframe[0].value
-    assert hist["git_sha"].tolist() == ["aaaa1111", "bbbb2222"]
+    assert hist["git sha"].tolist() == ["aaaa1111", "bbbb2222"]
     at.selectbox(key="history_config").set_value(seeded.gpu_row_id).run()
     assert "Only one git sha so far" in texts(at)
 
@@ -397,7 +398,7 @@ def test_pareto_and_history_mark_a_contended_run(
     rows = {o: o for o in at.selectbox(key="history_config").options}
     busy = next(o for o in rows if BUSY_CONFIG in o)
     at.selectbox(key="history_config").set_value(busy).run()
-    hist = at.dataframe[0].value.set_index("git_sha")
+    hist = at.dataframe[0].value.set_index("git sha")
     assert hist.loc["bbbb2222", "trust"].startswith("⚠ contended")
     assert "contended" not in hist.loc["aaaa1111", "trust"]
 
@@ -419,7 +420,9 @@ def test_run_detail_says_how_far_to_trust_the_run(
     assert "net energy unknown: idle baseline unreliable" in shown
     ranks = display_values(at, 2)
     # rank 1 reads no meter (its node's CPU is read by local rank 0): empty, never "≈ 0 (est.)"
-    assert ranks.loc[1, "energy_j"] == "–" and "read by local rank 0" in ranks.loc[1, "energy_note"]
+    assert (
+        ranks.loc[1, "energy (J)"] == "–" and "read by local rank 0" in ranks.loc[1, "energy note"]
+    )
     repeats = at.dataframe[1].value
-    assert repeats["energy_net_j"].isna().all()
-    assert not (pd.to_numeric(repeats["net_joules_per_token"], errors="coerce") < 0).any()
+    assert repeats["net energy (J)"].isna().all()
+    assert not (pd.to_numeric(repeats["J/token net"], errors="coerce") < 0).any()

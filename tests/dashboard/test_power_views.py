@@ -107,3 +107,17 @@ def test_an_inconsistent_sweep_says_so_and_names_no_knee_or_choice(tmp_path, mon
 def test_a_database_without_a_sweep_says_how_to_make_one(seeded_db, monkeypatch):
     at = run_view(seeded_db, monkeypatch)
     assert "greenbench run --workload power-limit" in "\n".join(i.value for i in at.info)
+
+
+def test_the_table_is_rounded_and_in_percent(tmp_path, monkeypatch):
+    db = tmp_path / "g.duckdb"
+    write_sweep(db)
+    at = run_view(db, monkeypatch)
+    table = at.dataframe[-1].value
+    assert "time vs highest %" in table.columns and "time vs highest" not in table.columns
+    # 1000 → 849 tokens/s: 17.8 % more time; 0.315 → 0.2267 J/token: 28.0 % saved
+    assert table["time vs highest %"].tolist() == [0.0, 1.9, 8.7, 17.8]
+    assert table["J/token saved vs highest %"].tolist() == [0.0, 3.7, 15.5, 28.0]
+    assert table["tokens/s"].tolist() == [round(v, 1) for v in table["tokens/s"]]
+    formats = at.dataframe[-1].proto.columns
+    assert "%+.1f %%" in formats  # shown as percentages, one decimal
