@@ -90,7 +90,12 @@ def modelled_section(rows: pd.DataFrame, key: str) -> None:
     st.warning(SIMULATED_WARNING)
     table = modelled_table(rows)
     measured = pd.Series(True, index=table.index)  # headings say "model": no "(est.)" marks
-    st.dataframe(marking.style_marked(table, measured, ()), hide_index=True, key=key)
+    st.dataframe(
+        marking.style_marked(table, measured, ()),
+        hide_index=True,
+        placeholder=marking.MISSING,
+        key=key,
+    )
     st.caption("Open one in Run detail or History: it is listed there, labelled simulated.")
 
 
@@ -130,13 +135,18 @@ def own_measurements_tab(db: Path, own: pd.DataFrame) -> None:
     st.caption(OWN_NOTE)
     if own.empty:
         st.info(OWN_EMPTY)
-        st.dataframe(pd.DataFrame(columns=["name", "what", "energy"]), hide_index=True)
+        st.dataframe(
+            pd.DataFrame(columns=["name", "what", "energy"]),
+            hide_index=True,
+            placeholder=marking.MISSING,
+        )
         return
     labelled = marking.with_labels(own)
     table = own_table(db, labelled)
     st.dataframe(
         marking.style_marked(table, labelled["energy_measured"], ("energy (J)", "J/token")),
         hide_index=True,
+        placeholder=marking.MISSING,
         key="own_table",
     )
     st.caption(

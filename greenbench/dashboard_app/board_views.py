@@ -14,19 +14,18 @@ from greenbench.reporting.leaderboard import METRICS, pareto_front_by
 CATEGORIES = ("workload", "model_family", "strategy", "device_type", "precision", "energy")
 
 
-#: widths of the leaderboard's columns (px): together they fit a 1400 px window beside the
-#: sidebar; a longer cell is cut with an ellipsis and shown whole on hover
-WIDTHS = {"configuration": 200, "energy": 105, "J/token interval": 105, "trust": 120,
-          "workload": 110, "git sha": 70}  # fmt: skip
-NARROW = 62  # every other column: a number
+#: widths of the leaderboard's columns (px): with the row-selection column they take about
+#: 910 px, which fits the 938 px the table gets in a 1400 px window beside the sidebar; a longer
+#: cell is cut with an ellipsis and shown whole on hover
+WIDTHS = {"configuration": 165, "energy": 95, "J/token": 85, "J/token interval": 90,
+          "J/token net": 85, "tokens/s": 58, "MFU %": 48, "mem MiB": 52, "CO2 g/M tok": 70,
+          "repeats": 36, "trust": 95}  # fmt: skip
 
 
 def leaderboard_columns() -> dict[str, Any]:
     """The shown leaderboard columns' widths and help texts (`marking.LEADERBOARD_HELP`)."""
     return {
-        name: st.column_config.Column(
-            width=WIDTHS.get(name, NARROW), help=marking.LEADERBOARD_HELP[name]
-        )
+        name: st.column_config.Column(width=WIDTHS[name], help=marking.LEADERBOARD_HELP[name])
         for name in marking.LEADERBOARD_SHOWN
     }
 
@@ -47,6 +46,7 @@ def leaderboard_view(db: Path, board: pd.DataFrame) -> None:
     event = st.dataframe(
         styled,
         hide_index=True,
+        placeholder=marking.MISSING,
         key="leaderboard_table",
         on_select="rerun",
         selection_mode="single-row",
@@ -154,6 +154,7 @@ def pareto_view(db: Path, board: pd.DataFrame) -> None:
     st.dataframe(
         marking.style_marked(table, front["energy_measured"], (*energy_cols, "energy")),
         hide_index=True,
+        placeholder=marking.MISSING,
     )
     ordered = pd.concat([front, points[~points["on_front"]]])
     names = dict(

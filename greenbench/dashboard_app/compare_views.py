@@ -113,6 +113,7 @@ def _predictions_table(db: Path, rows: pd.DataFrame) -> None:
             table, rows["energy_measured"].reset_index(drop=True), ("J/token", "energy")
         ),
         hide_index=True,
+        placeholder=marking.MISSING,
     )
 
 
@@ -181,6 +182,7 @@ def comparison_view(
         st.dataframe(
             marking.style_marked(table, rows["energy_measured"], ("J/token", "energy")),
             hide_index=True,
+            placeholder=marking.MISSING,
         )
     if sims is not None and len(sims):
         apart_views.modelled_section(sims, key=f"sim_{comp.workload}")

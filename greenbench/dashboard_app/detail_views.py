@@ -144,7 +144,7 @@ def config_detail(db: Path, row: pd.Series, key: str) -> None:
         st.json(_json(rec.get("config")), expanded=2)
     with right:
         st.markdown("**Environment**")
-        st.dataframe(fingerprint(rec), hide_index=True)
+        st.dataframe(fingerprint(rec), hide_index=True, placeholder=marking.MISSING)
     measured = bool(rec.get("energy_measured"))
     if rec["status"] == "ok":
         _trust(rec, data.run_results(db, run_id))
@@ -205,6 +205,7 @@ def _repeats(db: Path, run_id: str, measured: bool) -> None:
             (*map(marking.heading, REPEAT_ENERGY), "energy"),
         ),
         hide_index=True,
+        placeholder=marking.MISSING,
     )
     if not measured and not _modelled(res):
         st.caption(marking.ESTIMATE_NOTE)
@@ -253,6 +254,7 @@ def _ranks(db: Path, run_id: str, key: str) -> None:
             (*map(marking.heading, energy), "energy"),
         ),
         hide_index=True,
+        placeholder=marking.MISSING,
     )
     st.caption(
         "Energy is read once per device (GPU by its rank, CPU/DRAM by local rank 0): "
@@ -355,4 +357,5 @@ def history_tab(
     st.dataframe(
         marking.style_marked(table, _not_estimated(hist), ("J/token", "J/token net", "energy")),
         hide_index=True,
+        placeholder=marking.MISSING,
     )

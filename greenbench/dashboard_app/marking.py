@@ -29,6 +29,8 @@ TRUST_NOTE = (
     "above the run's mean power; **min–max of N** fewer repeats than a 95 % interval needs "
     f"({trust.repeats_for_interval()}). MFU basis says which peak MFU divides by."
 )
+#: what a missing value reads in every table (st.dataframe's placeholder: never "None")
+MISSING = "–"
 #: how each kind of energy figure (`trust.energy_kind`) is named in charts and their legends
 KIND_NAMES = {"measured": "measured", "estimated": "≈ estimate", "emulated": "emulated",
               "simulated": "simulated"}  # fmt: skip
@@ -124,7 +126,7 @@ def fmt(value: object) -> str:
 
 def text_cell(value: object) -> str:
     """A text cell: "–" where the value is missing (never "None" or "nan")."""
-    return "–" if trust.missing(value) else str(value)
+    return MISSING if trust.missing(value) else str(value)
 
 
 def fmt_ci(low: float, high: float) -> str:
@@ -229,11 +231,12 @@ def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
 
 
 #: the leaderboard columns shown, in order, so that the table fits a 1400 px window beside the
-#: sidebar; the rest of `leaderboard_table` (model, strategy, layout, precision, MFU basis, the
-#: tokens/s interval, the run) is in Run detail. Each shown column's help text: `LEADERBOARD_HELP`
+#: sidebar; the rest of `leaderboard_table` (workload, model, strategy, layout, precision, MFU
+#: basis, git sha, the tokens/s interval, the run) is in Run detail and the sidebar's filters.
+#: Each shown column's help text: `LEADERBOARD_HELP`
 LEADERBOARD_SHOWN = (
     "configuration", "energy", "J/token", "J/token interval", "J/token net", "tokens/s",
-    "MFU %", "mem MiB", "CO2 g/M tok", "repeats", "trust", "workload", "git sha",
+    "MFU %", "mem MiB", "CO2 g/M tok", "repeats", "trust",
 )  # fmt: skip
 LEADERBOARD_HELP = {
     "configuration": "Model, sequence length, lengths, strategy × ranks",
@@ -247,8 +250,6 @@ LEADERBOARD_HELP = {
     "CO2 g/M tok": "Grams of CO2 per million tokens at the region's carbon intensity",
     "repeats": "Repeats pooled",
     "trust": "What lowers trust: ⚠ contended, net energy unknown, too few repeats",
-    "workload": "The workload the configuration belongs to",
-    "git sha": "Commit of the repeats pooled (mixed: several)",
 }
 
 

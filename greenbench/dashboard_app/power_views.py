@@ -13,7 +13,7 @@ from typing import Any
 import pandas as pd
 import streamlit as st
 
-from greenbench.dashboard_app import charts, data
+from greenbench.dashboard_app import charts, data, marking
 from greenbench.reporting.limit_sweep import (
     COLUMNS,
     INCONSISTENT,
@@ -81,7 +81,11 @@ def power_limits_tab(db: Path) -> None:
     found = sweeps(_rows(str(db)))
     if not found:
         st.info(HOW_TO)
-        st.dataframe(pd.DataFrame(columns=[h for _, h in TABLE]), hide_index=True)
+        st.dataframe(
+            pd.DataFrame(columns=[h for _, h in TABLE]),
+            hide_index=True,
+            placeholder=marking.MISSING,
+        )
         return
     names = [f"{s.name} · {s.device_type} ×{s.devices} · {s.energy}" for s in found]
     sweep = found[names.index(st.selectbox("sweep", names, key="power_sweep"))]
@@ -97,7 +101,9 @@ def power_limits_tab(db: Path) -> None:
     st.altair_chart(
         charts.power_limit_chart(sweep.table, sweep.knee_w, sweep.energy), width="stretch"
     )
-    st.dataframe(table(sweep), hide_index=True, column_config=formats())
+    st.dataframe(
+        table(sweep), hide_index=True, placeholder=marking.MISSING, column_config=formats()
+    )
     if sweep.knee_w is not None:
         knee = sweep.table[sweep.table["limit_w"] == sweep.knee_w].iloc[0]
         st.markdown(

@@ -15,6 +15,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from greenbench.dashboard_app import apart_views, data
+from greenbench.dashboard_app.app import TABS
 
 APP = Path(__file__).resolve().parents[2] / "greenbench" / "dashboard_app" / "app.py"
 
@@ -144,3 +145,15 @@ def test_modelled_board_pools_simulated_and_emulated_runs_only(kinds_db: Path) -
     kinds = {apart_views.kind_tag(r) for _, r in modelled.iterrows()}
     assert kinds == {"simulated", "emulated"}
     assert len(apart_views.own_board(rows, "latest")) == 1
+
+
+@pytest.mark.parametrize("view", TABS)
+def test_every_table_writes_a_missing_value_as_a_dash(
+    kinds_db: Path, monkeypatch: pytest.MonkeyPatch, view: str
+) -> None:
+    """A missing number (the contended run's MFU, a whole process's J/token) is drawn by the
+    browser's grid, which writes "None" unless the table names a placeholder."""
+    at = run_app(kinds_db, monkeypatch, view)
+    assert at.dataframe
+    for frame in at.dataframe:
+        assert frame.proto.placeholder == "–"
