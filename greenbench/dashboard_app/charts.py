@@ -21,7 +21,7 @@ SHAPES = {"measured": "circle", "≈ estimate": "triangle-up", "emulated": "diam
           "simulated": "square"}  # fmt: skip
 #: how a dominated point is drawn (legible: a full-size mark, slightly lighter, thin outline)
 #: against a point on the front
-DOMINATED = {"opacity": 0.75, "size": 90, "stroke": 0.8}
+DOMINATED = {"opacity": 0.75, "size": 110, "stroke": 0.8}
 ON_FRONT = {"opacity": 1.0, "size": 160, "stroke": 2.0}
 
 

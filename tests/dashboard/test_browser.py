@@ -41,7 +41,6 @@ SERVE = (
     "import sys; from pathlib import Path; from greenbench.dashboard_app.serve import serve; "
     "sys.exit(serve(Path(sys.argv[1]), int(sys.argv[2])))"
 )
-GPU_CONFIG = "transformer/tiny seq=2048 fixed single×1"
 WAIT_MS = 60_000
 
 
