@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from greenbench.dashboard_app import charts, detail_views, marking
-from greenbench.reporting.leaderboard import METRICS, pareto_front_by
+from greenbench.reporting.leaderboard import METRICS, comparable_front
 
 CATEGORIES = ("workload", "model_family", "strategy", "device_type", "precision", "energy")
 
@@ -109,14 +109,21 @@ def pareto_view(db: Path, board: pd.DataFrame) -> None:
         st.info("No configuration has both metrics; change the axes or the filters.")
         return
     split = METRICS[x].energy or METRICS[y].energy
-    points["front_group"] = points["energy_kind"] if split else "all"
-    points["on_front"] = pareto_front_by(
-        points, x, y, METRICS[x].better, METRICS[y].better, "front_group"
+    # one front per workload (a workload's tokens are not another's) and, on an energy axis,
+    # per kind of energy figure; a partial-model run is on none (`comparable_front`)
+    points["front_group"] = points["workload"].astype(str) + (
+        " · " + points["energy_kind"] if split else ""
     )
-    if split and points["energy_kind"].nunique() > 1:
+    points["on_front"] = comparable_front(
+        points, x, y, METRICS[x].better, METRICS[y].better, by=("front_group",)
+    )
+    if points["front_group"].nunique() > 1:
         st.info(
-            "Measured and estimated energy are not comparable: each has its own front "
-            "(line style), and triangles mark estimates."
+            "Workloads, and measured and estimated energy, are not comparable: each has its own "
+            "front (line style), and triangles mark estimates."
+            if split
+            else "Workloads are not comparable (a workload's tokens are not another's): each has "
+            "its own front (line style)."
         )
     chart = charts.pareto_chart(points, x, y, METRICS[x].better, color=color, size=size)
     event = st.altair_chart(
@@ -134,6 +141,12 @@ def pareto_view(db: Path, board: pd.DataFrame) -> None:
             f"{busy} {marking.trust.CONTENDED} point(s), measured while the machine was shared, "
             "are ringed in red (the sidebar hides them). "
             if busy
+            else ""
+        )
+        + (
+            f"{partial} partial-model point(s) (SkipPipe skipping stages: part of the model per "
+            "token) are drawn but on no front. "
+            if (partial := int(points["partial_model"].map(marking.trust.flagged).sum()))
             else ""
         )
         + marking.ESTIMATE_NOTE

@@ -29,6 +29,8 @@ TRUST_NOTE = (
     "above the run's mean power; **min–max of N** fewer repeats than a 95 % interval needs "
     f"({trust.repeats_for_interval()}). MFU basis says which peak MFU divides by."
 )
+#: the marker of a row that trains only part of the model per token (`trust_cells`)
+PARTIAL = "partial model"
 #: what a missing value reads in every table (st.dataframe's placeholder: never "None")
 MISSING = "–"
 #: how each kind of energy figure (`trust.energy_kind`) is named in charts and their legends
@@ -187,6 +189,18 @@ def with_labels(board: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def trust_cells(board: pd.DataFrame) -> list[str]:
+    """Each row's trust markers, with ``partial model: skips N % of its stages per token`` first
+    where the row trains only part of the model per token (a SkipPipe run skipping stages)."""
+    skipped = board["skipped_fraction"] if "skipped_fraction" in board else [0.0] * len(board)
+    out = []
+    for marks, skip in zip(board["trust"], skipped, strict=True):
+        partial = not trust.missing(skip) and float(skip) > 0
+        part = f"{PARTIAL}: skips {float(skip):.0%} of its stages per token" if partial else ""
+        out.append(" · ".join(m for m in (part, "" if trust.missing(marks) else str(marks)) if m))
+    return out
+
+
 def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
     """The leaderboard as shown: readable columns, numbers kept numeric for sorting."""
     return pd.DataFrame(
@@ -203,7 +217,7 @@ def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
             "mem MiB": board["peak_mem_bytes"] / 2**20,
             "CO2 g/M tok": board["co2_g_per_mtok"],
             "repeats": board["n_repeats"],
-            "trust": board["trust"],
+            "trust": trust_cells(board),
             "interval": board["interval"],
             "J/token interval": [
                 fmt_ci(lo, hi)

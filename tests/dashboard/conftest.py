@@ -345,6 +345,7 @@ CONTENDED_CONFIG = "transformer/tiny seq=768 fixed single×1"
 SIMULATED_CONFIGS = ("skippipe gcp12 full", "skippipe gcp12 skippipe")
 PROCESS_CONFIG = "process/sleepy"
 EMULATED_PREFIX = "transformer/tiny seq=64 fixed single×1 limit="
+PARTIAL_CONFIG = "transformer/tiny seq=256 fixed skippipe×2 skip=0.5"
 
 
 def _window(source: str, measured: bool, seconds: float, power_w: float) -> Any:
@@ -404,7 +405,8 @@ def _write(
 
 def seed_kinds(path: Path) -> Path:
     """Add to the database at ``path`` (the shared seeded one) a contended measured run, an
-    emulated power-limit sweep, two simulated SkipPipe runs and a whole-process measurement."""
+    emulated power-limit sweep, two simulated SkipPipe runs, a measured SkipPipe run skipping
+    half its stages (partial model) and a whole-process measurement."""
     from greenbench.measuring.record import PROCESS_NOTE, PROCESS_STRATEGY
     from greenbench.store import Store
     from greenbench.vocabulary import EMULATED_SOURCE, SIMULATED_SOURCE, config_key, identity
@@ -522,6 +524,25 @@ def seed_kinds(path: Path) -> Path:
                 idle_power_w=1400.0,
                 note="simulated on skippipe.network=gcp12: modelled energy",
             )
+        settings = {"strategy": "skippipe", "skippipe.schedule": "skippipe", "skippipe.skip": 0.5}
+        _write(  # a real SkipPipe run skipping half its stages: faster and leaner than any
+            store,
+            base
+            | {
+                "run_id": "5a5a5a5a5a5a",
+                "workload": "skippipe",
+                "config_name": PARTIAL_CONFIG,
+                "strategy": "skippipe",
+                "layout": "pp2",
+                "seq_len": 256,
+                "config_key": config_key(identity(settings, "skippipe")),
+                "config": {"workload": "skippipe", "settings": settings},
+                "energy_source": "rapl",
+                "energy_measured": True,
+                "started_at": started,
+            },
+            [_rank(k, 20000, 2.0, _window("rapl", True, 2.0, 40.0)) for k in range(3)],
+        )
         settings = {"command": "sleep 2", "device": "cpu", "nproc": 1, "nnodes": 1}
         _write(
             store,
@@ -575,6 +596,7 @@ class SeededKinds:
     simulated: tuple[str, ...] = SIMULATED_CONFIGS
     process: str = PROCESS_CONFIG
     emulated_prefix: str = EMULATED_PREFIX
+    partial: str = PARTIAL_CONFIG
 
 
 @pytest.fixture

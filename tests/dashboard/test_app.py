@@ -157,7 +157,9 @@ def test_pareto_axes_colour_and_size(dashboard_db: Path, monkeypatch: pytest.Mon
     at.selectbox(key="p_color").set_value("strategy")
     at.selectbox(key="p_size").set_value("co2_g_per_mtok").run()
     assert not at.exception
-    assert "each has its own front" not in texts(at)  # no energy axis: one front
+    # no energy axis: one front per workload, measured and estimated energy on the same one
+    assert "measured and estimated energy, are not comparable" not in texts(at)
+    assert "Workloads are not comparable" in texts(at)
     at.selectbox(key="p_y").set_value("mfu").run()
     assert "Choose two different metrics." in texts(at)
 
