@@ -68,15 +68,15 @@ def kind_tag(row: pd.Series) -> str:
 
 
 def modelled_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """Modelled configurations as shown: every figure's heading says it is a model's."""
+    """Modelled configurations as shown: every figure's heading says it is a model's
+    (``sim.``: the simulator's time; the iteration time is the median step's)."""
     return pd.DataFrame(
         {
             "configuration": rows["config_name"],
             "energy": rows["energy"],
             "J/token (model)": rows["joules_per_token"],
-            "tokens/s (simulated)": rows["tokens_per_s"],
-            "iteration p50 s (simulated)": rows["step_time_p50_s"],
-            "layout": rows["layout"],
+            "tokens/s (sim.)": rows["tokens_per_s"],
+            "iteration s (sim.)": rows["step_time_p50_s"],
             "devices": rows["devices"].map(marking.text_cell) + " × " + rows["device_type"],
             "repeats": rows["n_repeats"],
             "trust": rows["trust"],
