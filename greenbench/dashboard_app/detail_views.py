@@ -65,6 +65,20 @@ def _peak(flops: object, source: object) -> str:
     return f"{float(flops) / 1e12:.4g} TFLOP/s per device ({source or 'source unknown'})"
 
 
+def _item(key: str) -> str:
+    """A fingerprint key in words ("memory_bytes" → "memory", "gpu_driver" → "gpu driver")."""
+    return key.removesuffix("_bytes").replace("_", " ")
+
+
+def _value(key: str, value: Any) -> Any:
+    """A fingerprint value as read: bytes in GiB, a list joined ("none" when empty)."""
+    if key.endswith("_bytes") and isinstance(value, int | float) and not trust.missing(value):
+        return f"{value / 2**30:.1f} GiB"
+    if isinstance(value, list):
+        return ", ".join(map(str, value)) or "none"
+    return value
+
+
 def fingerprint(rec: dict[str, Any]) -> pd.DataFrame:
     """The environment a run measured on, as (item, value) rows."""
     items: list[tuple[str, Any]] = [
@@ -95,7 +109,7 @@ def fingerprint(rec: dict[str, Any]) -> pd.DataFrame:
     for prefix, blob in (("hardware", rec.get("hardware")), ("version", rec.get("versions"))):
         parsed = _json(blob)
         if isinstance(parsed, dict):
-            items += [(f"{prefix}: {k}", v) for k, v in parsed.items()]
+            items += [(f"{prefix}: {_item(k)}", _value(k, v)) for k, v in parsed.items()]
     return pd.DataFrame(
         {"item": [k for k, _ in items], "value": [marking.text_cell(v) for _, v in items]}
     )

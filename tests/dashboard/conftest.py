@@ -557,6 +557,7 @@ def seed_kinds(path: Path) -> Path:
                 "config": {"workload": PROCESS_CONFIG, "suite": None, "settings": settings},
                 "model_family": "user",
                 "model_size": "sleepy",
+                "hardware": {"memory_bytes": 8 * 2**30, "gpus": [], "gpu_driver": None},
                 "seq_len": 0,
                 "lengths": "user",
                 "layout": "dp1",

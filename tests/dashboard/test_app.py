@@ -174,7 +174,7 @@ def test_run_detail_of_a_measured_multi_rank_run(
     assert "### transformer/tiny seq=512 longalign ddp×2" in shown
     assert "No power time series" not in shown  # rapl run with samples
     env = at.dataframe[0].value.set_index("item")["value"]
-    assert env["git sha"] == "bbbb2222" and env["hardware: cpu_model"] == "AMD EPYC 7B13"
+    assert env["git sha"] == "bbbb2222" and env["hardware: cpu model"] == "AMD EPYC 7B13"
     assert env["version: torch"] == "2.13.0+cpu"
     assert len(at.dataframe[1].value) == 3  # every repeat
     ranks = at.dataframe[2].value

@@ -122,6 +122,9 @@ def test_no_none_or_raw_column_names_reach_the_page(
         assert not [c for c in frame.columns if "_" in str(c)], frame.columns  # human headings
         page += " ".join(cells)
     assert "None" not in page
+    env = frames[0].set_index("item")["value"]
+    assert env["hardware: memory"] == "8.0 GiB" and env["hardware: gpus"] == "none"
+    assert env["hardware: gpu driver"] == "–" and env["git sha"] == "unknown"
     repeats = frames[1]
     assert {"tokens/s", "peak mem (MiB)", "energy (J)", "J/token"} <= set(repeats.columns)
     assert float(repeats["peak mem (MiB)"].iloc[0]) == pytest.approx(5e7 / 2**20, rel=1e-3)
