@@ -46,10 +46,8 @@ OWN_KINDS = {"own-loop": "own loop", "whole-process": "whole process"}
 
 
 def modelled_board(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
-    """The simulated and emulated-GPU runs among ``rows`` (`lb.simulated_mask`), pooled as the
-    leaderboard pools its rows (its `lb._pool`; `lb.leaderboard` leaves them out)."""
-    chosen = rows[lb.simulated_mask(rows)] if len(rows) else rows
-    return lb._pool(chosen, scope)
+    """The simulated and emulated-GPU runs among ``rows``, pooled (`lb.modelled_runs`)."""
+    return lb.modelled_runs(rows, scope)
 
 
 def own_board(rows: pd.DataFrame, scope: str) -> pd.DataFrame:

@@ -341,6 +341,14 @@ def own_measurements(
     return _pool(rows, scope)
 
 
+def modelled_runs(
+    rows: pd.DataFrame, scope: Literal["latest", "all"] = "latest"
+) -> pd.DataFrame:
+    """The `leaderboard` of simulated and emulated-GPU runs only (`simulated_mask`): the same
+    pooled columns and trust, for a table of their own, labelled as the model it is."""
+    return _pool(rows[simulated_mask(rows)] if len(rows) else rows, scope)
+
+
 def skipped_fraction(rows: pd.DataFrame) -> pd.Series:
     """Per row, the share of the model's stages each token skips: ``skippipe.skip`` of a
     SkipPipe run whose schedule skips (``skippipe`` or ``random``), 0.0 for a full-model run.
