@@ -38,8 +38,13 @@ from greenbench.store import Store
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Tests marked ``cuda`` need a CUDA GPU: where torch sees none they are skipped with that
-    reason (``pytest -m cuda`` selects exactly them, to run on a GPU machine)."""
+    """Files holding ``slow`` tests (end to end, real processes) run first, each file's tests
+    in their order: under ``-n 2`` the two processes then end on short files together rather
+    than one waiting for the other's long file collected last. Tests marked ``cuda`` need a
+    CUDA GPU: where torch sees none they are skipped with that reason (``pytest -m cuda``
+    selects exactly them, to run on a GPU machine)."""
+    slow_files = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow_files)  # stable: order kept within each
     cuda = [item for item in items if item.get_closest_marker("cuda")]
     if not cuda:
         return
