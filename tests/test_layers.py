@@ -1,4 +1,4 @@
-"""DESIGN's layers are a checked contract: `lint-imports` passes on the package, and adding a
+"""The package's layers (docs/architecture.md) are a checked contract: `lint-imports` passes on the package, and adding a
 forbidden import (torch in the store) makes it fail. Runs on a copy, so nothing is touched."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The meter of a rank that owns no component, so that rank windows add up without double counting.
 
 Each GPU is read by the rank that owns it; the CPU and DRAM of a node are read once, by local
-rank 0 (DESIGN, "No double counting across ranks"). The other ranks of a node get a
+rank 0 (no double counting across ranks). The other ranks of a node get a
 :class:`NullMeter`: it owns no component, so its window says ``energy_j=0.0`` — a true zero, not
 a failed read — with a note naming who reads the energy, and carries the same ``source`` and
 ``measured`` as rank 0's meter so that a run never looks like a mix of sources. Component fields

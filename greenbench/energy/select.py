@@ -1,6 +1,6 @@
 """Which meter a rank uses: the best source that really works here, or the one forced.
 
-Order (DESIGN, "Pick the best source that exists"):
+Order (the best source that exists here):
 - cuda runs: ``nvml`` (energy counter, else power polling), then ``zeus``'s GPU reading. Each rank
   reads the GPUs it owns (``gpu_indices``). There is no GPU estimate: a cuda run without a GPU
   source fails with the probes' reasons. CPU energy is not added on cuda runs, for every source

@@ -24,7 +24,7 @@ compare, dashboard and reports), so it supplies exactly what greenbench's own wo
   workload's.
 
 Plain dataclasses rather than a base class to subclass: a workload should read like a training
-loop's parts, not a plugin framework (STYLE: nanoGPT).
+loop's parts, not a plugin framework.
 """
 
 from __future__ import annotations

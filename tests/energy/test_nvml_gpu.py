@@ -2,7 +2,7 @@
 window of matrix products lies above the GPU's idle power × time and below 1 kW × time.
 
 Bounds, not figures: an H100 idles near 75 W and draws several hundred watts under bf16 GEMMs
-(/work/shared/reference/h100-measured.md); idle is measured here, floored at 30 W, and no GPU
+(NVIDIA's datasheet and NVML readings of earlier runs); idle is measured here, floored at 30 W, and no GPU
 on one board draws 1 kW."""
 
 from __future__ import annotations

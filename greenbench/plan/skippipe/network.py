@@ -3,8 +3,7 @@ Google Cloud regions.
 
 Source: the figures of SkipPipe's scheduler and simulator (Blagoev et al., "SkipPipe: Partial and
 Reordered Pipelining Framework for Training LLMs in Heterogeneous Networks", 2025; code
-gensyn-ai/skippipe, ``schedulers/communication_costs.py``), measured between GCP regions; kept
-in ``reference/skippipe-network.md``. Latencies are in ms; bandwidths are written here in MiB/s,
+gensyn-ai/skippipe, ``schedulers/communication_costs.py``), measured between GCP regions. Latencies are in ms; bandwidths are written here in MiB/s,
 the unit they were measured in (every figure of the source, in GiB/s, is one of these over
 1024 exactly), and served in GiB/s.
 
