@@ -2,8 +2,8 @@
 window of matrix products lies above the GPU's idle power × time and below 1 kW × time.
 
 Bounds, not figures: an H100 idles near 75 W and draws several hundred watts under bf16 GEMMs
-(NVIDIA's datasheet and NVML readings of earlier runs); idle is measured here, floored at 30 W, and no GPU
-on one board draws 1 kW."""
+(NVIDIA's datasheet and NVML readings of earlier runs); idle is measured here, floored at 30 W,
+and no GPU on one board draws 1 kW."""
 
 from __future__ import annotations
 

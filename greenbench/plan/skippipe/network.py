@@ -1,11 +1,11 @@
 """The 12-region network SkipPipe was scheduled and simulated on: latency and bandwidth between
 Google Cloud regions.
 
-Source: the figures of SkipPipe's scheduler and simulator (Blagoev et al., "SkipPipe: Partial and
-Reordered Pipelining Framework for Training LLMs in Heterogeneous Networks", 2025; code
-gensyn-ai/skippipe, ``schedulers/communication_costs.py``), measured between GCP regions. Latencies are in ms; bandwidths are written here in MiB/s,
-the unit they were measured in (every figure of the source, in GiB/s, is one of these over
-1024 exactly), and served in GiB/s.
+Source: the figures of SkipPipe's scheduler and simulator (Blagoev et al., "SkipPipe: Partial
+and Reordered Pipelining Framework for Training LLMs in Heterogeneous Networks", 2025; code
+gensyn-ai/skippipe, ``schedulers/communication_costs.py``), measured between GCP regions.
+Latencies are in ms; bandwidths are written here in MiB/s, the unit they were measured in (every
+figure of the source, in GiB/s, is one of these over 1024 exactly), and served in GiB/s.
 
 A message of ``n`` bytes from region A to region B takes
 ``latency_ms / 1000 + n / (bandwidth_gib_s · 1024³)`` seconds (`link_delay_s`). Two nodes in one
