@@ -1,5 +1,6 @@
 """The package's layers (docs/architecture.md) are a checked contract: `lint-imports` passes on
-the package, and adding a forbidden import (torch in the store) makes it fail. Runs on a copy, so nothing is touched."""
+the package, and adding a forbidden import (torch in the store) makes it fail. Runs on a copy,
+so nothing is touched."""
 
 from __future__ import annotations
 
