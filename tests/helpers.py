@@ -8,6 +8,8 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 #: one tiny Transformer run on the CPU: one warm-up and one measured step, no idle sampling, one
 #: repeat (on the CPU on every machine: ``device: auto`` would take a GPU where there is one)
@@ -86,3 +88,29 @@ def _rank_then_exit(rank: int, fn: Callable[..., None], *args: object) -> None:
     from greenbench.processes import exit_now
 
     exit_now(0)
+
+
+#: the dashboard's Streamlit script, as ``greenbench dashboard`` runs it
+DASHBOARD_APP = Path(__file__).resolve().parents[1] / "greenbench" / "dashboard_app" / "app.py"
+
+
+def run_app(
+    db: Path, monkeypatch: Any, view: str | None = None, script: Path = DASHBOARD_APP
+) -> Any:
+    """The dashboard over ``db`` under Streamlit's AppTest, opened on ``view``, run once and
+    checked to have raised nothing."""
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("GREENBENCH_DB", str(db))
+    at = AppTest.from_file(str(script), default_timeout=60)
+    if view:
+        at.query_params["view"] = view
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def texts(at: Any) -> str:
+    """Every message and text element an AppTest page shows, one per line."""
+    parts = [*at.info, *at.warning, *at.error, *at.markdown, *at.caption, *at.code]
+    return "\n".join(str(p.value) for p in parts)

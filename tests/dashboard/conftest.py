@@ -403,13 +403,24 @@ def _write(
     )
 
 
+def _keyed(workload: str, settings: dict[str, Any], **config: Any) -> dict[str, Any]:
+    """A seeded run's workload, config_key and stored config, from its workload and settings."""
+    from greenbench.vocabulary import config_key, identity
+
+    return {
+        "workload": workload,
+        "config_key": config_key(identity(settings, workload)),
+        "config": {"workload": workload, **config, "settings": settings},
+    }
+
+
 def seed_kinds(path: Path) -> Path:
     """Add to the database at ``path`` (the shared seeded one) a contended measured run, an
     emulated power-limit sweep, two simulated SkipPipe runs, a measured SkipPipe run skipping
     half its stages (partial model) and a whole-process measurement."""
     from greenbench.measuring.record import PROCESS_NOTE, PROCESS_STRATEGY
     from greenbench.store import Store
-    from greenbench.vocabulary import EMULATED_SOURCE, SIMULATED_SOURCE, config_key, identity
+    from greenbench.vocabulary import EMULATED_SOURCE, SIMULATED_SOURCE
 
     started = T0 + timedelta(days=400)
     base = {
@@ -433,14 +444,12 @@ def seed_kinds(path: Path) -> Path:
         _write(
             store,
             base
+            | _keyed("transformer-vs-mamba", settings)
             | {
                 "run_id": "c0c0c0c0c0c0",
-                "workload": "transformer-vs-mamba",
                 "config_name": CONTENDED_CONFIG,
                 "strategy": "single",
                 "seq_len": 768,
-                "config_key": config_key(identity(settings, "transformer-vs-mamba")),
-                "config": {"workload": "transformer-vs-mamba", "settings": settings},
                 "energy_source": "rapl",
                 "energy_measured": True,
                 "started_at": started,
@@ -455,13 +464,11 @@ def seed_kinds(path: Path) -> Path:
             _write(
                 store,
                 base
+                | _keyed("power-limit", settings)
                 | {
                     "run_id": f"e0e0e0e0e0{i:02d}",
-                    "workload": "power-limit",
                     "config_name": f"{EMULATED_PREFIX}{limit:g}W",
                     "strategy": "single",
-                    "config_key": config_key(identity(settings, "power-limit")),
-                    "config": {"workload": "power-limit", "settings": settings},
                     "device_type": "emulated:H100 SXM",
                     "seq_len": 64,
                     "power_limit_w": limit,
@@ -493,14 +500,12 @@ def seed_kinds(path: Path) -> Path:
             _write(
                 store,
                 base
+                | _keyed("skippipe", settings)
                 | {
                     "run_id": f"5151515151{i:02d}",
-                    "workload": "skippipe",
                     "config_name": name,
                     "strategy": "skippipe",
                     "layout": "pp6",
-                    "config_key": config_key(identity(settings, "skippipe")),
-                    "config": {"workload": "skippipe", "settings": settings},
                     "model_size": "published",
                     "seq_len": 1024,
                     "simulated": True,
@@ -528,15 +533,13 @@ def seed_kinds(path: Path) -> Path:
         _write(  # a real SkipPipe run skipping half its stages: faster and leaner than any
             store,
             base
+            | _keyed("skippipe", settings)
             | {
                 "run_id": "5a5a5a5a5a5a",
-                "workload": "skippipe",
                 "config_name": PARTIAL_CONFIG,
                 "strategy": "skippipe",
                 "layout": "pp2",
                 "seq_len": 256,
-                "config_key": config_key(identity(settings, "skippipe")),
-                "config": {"workload": "skippipe", "settings": settings},
                 "energy_source": "rapl",
                 "energy_measured": True,
                 "started_at": started,
@@ -547,14 +550,12 @@ def seed_kinds(path: Path) -> Path:
         _write(
             store,
             base
+            | _keyed(PROCESS_CONFIG, settings, suite=None)
             | {
                 "run_id": "9r0c9r0c9r0c".replace("r", "0"),
-                "workload": PROCESS_CONFIG,
                 "config_name": "sleepy",
                 "strategy": PROCESS_STRATEGY,
                 "suite": None,
-                "config_key": config_key(identity(settings, PROCESS_CONFIG)),
-                "config": {"workload": PROCESS_CONFIG, "suite": None, "settings": settings},
                 "model_family": "user",
                 "model_size": "sleepy",
                 "hardware": {"memory_bytes": 8 * 2**30, "gpus": [], "gpu_driver": None},

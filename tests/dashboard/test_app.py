@@ -14,12 +14,12 @@ import duckdb
 import pandas as pd
 import pyarrow as pa
 import pytest
+from helpers import run_app, texts
 from streamlit.testing.v1 import AppTest
 
 from greenbench.dashboard_app import data
 from greenbench.dashboard_app.app import TABS
 
-APP = Path(__file__).resolve().parents[2] / "greenbench" / "dashboard_app" / "app.py"
 SHIM = Path(__file__).resolve().parents[2] / "dashboard" / "app.py"
 ALL_CONFIGS = 9  # seeded: 4 transformer-vs-mamba on CPU, 1 on GPU, 4 data-parallel
 
@@ -27,18 +27,6 @@ ALL_CONFIGS = 9  # seeded: 4 transformer-vs-mamba on CPU, 1 on GPU, 4 data-paral
 @pytest.fixture(autouse=True)
 def fresh_cache() -> None:
     data.clear_cache()
-
-
-def run_app(
-    db: Path, monkeypatch: pytest.MonkeyPatch, view: str | None = None, script: Path = APP
-) -> AppTest:
-    monkeypatch.setenv("GREENBENCH_DB", str(db))
-    at = AppTest.from_file(str(script), default_timeout=60)
-    if view:
-        at.query_params["view"] = view
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
 
 
 def board(at: AppTest) -> pd.DataFrame:
@@ -49,11 +37,6 @@ def display_values(at: AppTest, i: int = 0) -> pd.DataFrame:
     """What the browser shows in dataframe ``i`` (the Styler's formatted strings)."""
     raw = at.dataframe[i].proto.arrow_data.styler.display_values
     return pa.ipc.open_stream(raw).read_pandas()
-
-
-def texts(at: AppTest) -> str:
-    parts = [*at.info, *at.warning, *at.error, *at.markdown, *at.caption, *at.code]
-    return "\n".join(str(p.value) for p in parts)
 
 
 @pytest.mark.parametrize("view", TABS)

@@ -12,32 +12,16 @@ from typing import Any
 
 import pandas as pd
 import pytest
+from helpers import run_app, texts
 from streamlit.testing.v1 import AppTest
 
 from greenbench.dashboard_app import apart_views, data
 from greenbench.dashboard_app.app import TABS
 
-APP = Path(__file__).resolve().parents[2] / "greenbench" / "dashboard_app" / "app.py"
-
 
 @pytest.fixture(autouse=True)
 def fresh_cache() -> None:
     data.clear_cache()
-
-
-def run_app(db: Path, monkeypatch: pytest.MonkeyPatch, view: str | None = None) -> AppTest:
-    monkeypatch.setenv("GREENBENCH_DB", str(db))
-    at = AppTest.from_file(str(APP), default_timeout=60)
-    if view:
-        at.query_params["view"] = view
-    at.run()
-    assert not at.exception, [e.value for e in at.exception]
-    return at
-
-
-def texts(at: AppTest) -> str:
-    parts = [*at.info, *at.warning, *at.error, *at.markdown, *at.caption, *at.code]
-    return "\n".join(str(p.value) for p in parts)
 
 
 def shown_frames(at: AppTest) -> list[pd.DataFrame]:
