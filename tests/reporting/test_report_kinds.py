@@ -229,6 +229,16 @@ def _figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     return drawn
 
 
+def _report_figures(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    """The figures of a report over SkipPipe and dense runs (`_skippipe_and_dense`)."""
+    db = tmp_path / "sp.duckdb"
+    with Store(db) as store:
+        _skippipe_and_dense(store)
+    figures = _figures(monkeypatch)
+    write_report(db, tmp_path / "r")
+    return figures
+
+
 def _boxes(ax: Any, renderer: Any) -> list[Any]:
     """The drawn x tick labels of ``ax`` (a tick beyond its limits keeps a label, not drawn)."""
     low, high = sorted(ax.get_xlim())
@@ -246,11 +256,7 @@ def _overlap(a: Any, b: Any) -> bool:
 def test_workload_chart_labels_do_not_run_together(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    db = tmp_path / "sp.duckdb"
-    with Store(db) as store:
-        _skippipe_and_dense(store)
-    figures = _figures(monkeypatch)
-    write_report(db, tmp_path / "r")
+    figures = _report_figures(tmp_path, monkeypatch)
     fig = figures["workload-skippipe.png"]
     renderer = FigureCanvasAgg(fig).get_renderer()
     fig.draw(renderer)
@@ -268,11 +274,7 @@ def test_workload_chart_labels_do_not_run_together(
 
 
 def test_pareto_front_points_are_labelled(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    db = tmp_path / "sp.duckdb"
-    with Store(db) as store:
-        _skippipe_and_dense(store)
-    figures = _figures(monkeypatch)
-    write_report(db, tmp_path / "r")
+    figures = _report_figures(tmp_path, monkeypatch)
     fig = figures["pareto.png"]
     notes = {ax.get_title(): [t.get_text() for t in ax.texts] for ax in fig.axes}
     assert notes == {

@@ -117,13 +117,20 @@ def test_settings_a_simulated_run_refuses(tmp_path: Path, args: list[str], messa
     assert not db.exists()
 
 
-def test_the_published_topology_stores_skippipe_below_the_full_pipeline(tmp_path: Path):
+def simulate_published(tmp_path: Path, schedules: str) -> Path:
+    """A database holding one simulated repeat of each of ``schedules`` on the published gcp12
+    setup (no slow node)."""
     db = tmp_path / "g.duckdb"
     result = invoke(
-        "--set", "skippipe.mode=simulate", *PUBLISHED, "--set", "skippipe.schedule=full,skippipe",
+        "--set", "skippipe.mode=simulate", *PUBLISHED, "--set", f"skippipe.schedule={schedules}",
         "--set", "emulate.slow_nodes=", "--set", "repeats=1", "--db", str(db),
     )  # fmt: skip
     assert result.exit_code == 0, result.output
+    return db
+
+
+def test_the_published_topology_stores_skippipe_below_the_full_pipeline(tmp_path: Path):
+    db = simulate_published(tmp_path, "full,skippipe")
     stored = dict(
         rows(
             db,
@@ -141,12 +148,7 @@ def test_the_published_topology_stores_skippipe_below_the_full_pipeline(tmp_path
 
 def test_gcp12_stores_the_simulated_networks_six_stages_not_the_default_ranks(tmp_path: Path):
     # the layout was the spec's default nproc=4 resolved (pp4), though 20 nodes in 6 stages ran
-    db = tmp_path / "g.duckdb"
-    result = invoke(
-        "--set", "skippipe.mode=simulate", *PUBLISHED, "--set", "skippipe.schedule=skippipe",
-        "--set", "emulate.slow_nodes=", "--set", "repeats=1", "--db", str(db),
-    )  # fmt: skip
-    assert result.exit_code == 0, result.output
+    db = simulate_published(tmp_path, "skippipe")
     [stored] = rows(
         db, "SELECT layout, dp_replicate, dp_shard, tp, pp, cp, nproc, nnodes FROM runs"
     )
