@@ -23,7 +23,7 @@ import streamlit as st
 
 from greenbench.dashboard_app import data, marking
 from greenbench.reporting import leaderboard as lb
-from greenbench.vocabulary import trust
+from greenbench.vocabulary import OWN_MEASUREMENT_KINDS, trust
 
 SIMULATED_WARNING = (
     "**Simulated, not measured.** No meter was read: energy is a model's (a simulated run's "
@@ -41,8 +41,6 @@ OWN_EMPTY = (
     "No own measurement is stored. `greenbench measure --name NAME -- CMD` measures a command; "
     "`greenbench.measure` in your own loop measures its steps."
 )
-#: what each own-measurement strategy is, in words
-OWN_KINDS = {"own-loop": "own loop", "whole-process": "whole process"}
 
 
 def modelled_board(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
@@ -113,7 +111,7 @@ def own_table(db: Path, own: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(
         {
             "name": own["config_name"],
-            "what": own["strategy"].map(OWN_KINDS).fillna(own["strategy"]),
+            "what": own["strategy"].map(OWN_MEASUREMENT_KINDS).fillna(own["strategy"]),
             "energy": own["energy"],
             "energy (J)": [e for e, _ in figures],
             "time (s)": [t for _, t in figures],

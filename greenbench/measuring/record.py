@@ -26,10 +26,16 @@ from typing import Any
 
 from greenbench.errors import SpecError
 from greenbench.results import RankResult, RepeatResult, RunOutcome
-from greenbench.vocabulary import Layout, config_key, identity
+from greenbench.vocabulary import (
+    OWN_LOOP_STRATEGY,
+    WHOLE_PROCESS_STRATEGY,
+    Layout,
+    config_key,
+    identity,
+)
 
-LOOP_STRATEGY = "own-loop"
-PROCESS_STRATEGY = "whole-process"
+LOOP_STRATEGY = OWN_LOOP_STRATEGY
+PROCESS_STRATEGY = WHOLE_PROCESS_STRATEGY
 PROCESS_NOTE = (
     "whole-process measurement: the command's energy and time from start to exit (start-up, "
     "data loading and evaluation included), not a training window"

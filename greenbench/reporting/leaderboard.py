@@ -45,6 +45,7 @@ import pandas as pd
 from greenbench.stats import median_ci
 from greenbench.vocabulary import (
     LEADERBOARD_METRICS,
+    OWN_MEASUREMENT_KINDS,
     SAME_CONFIGURATION,
     Better,
     Metric,
@@ -103,9 +104,8 @@ TRUST_FIELDS = (
     "n_idle_unreliable", "peak_consistent", "peak_note", "interval", "trust",
 )  # fmt: skip
 
-#: the ``strategy`` of a user's own measurement (``greenbench.measuring.record``'s
-#: ``LOOP_STRATEGY`` and ``PROCESS_STRATEGY``; reporting sits below measuring and cannot import it)
-OWN_MEASUREMENT_STRATEGIES = ("own-loop", "whole-process")
+#: the ``strategy`` of a user's own measurement (`greenbench.vocabulary.OWN_MEASUREMENT_KINDS`)
+OWN_MEASUREMENT_STRATEGIES = tuple(OWN_MEASUREMENT_KINDS)
 #: their workload names' prefixes (``loop/NAME``, ``process/NAME``), read where rows lack a strategy
 OWN_MEASUREMENT_PREFIXES = ("loop/", "process/")
 
@@ -341,9 +341,7 @@ def own_measurements(
     return _pool(rows, scope)
 
 
-def modelled_runs(
-    rows: pd.DataFrame, scope: Literal["latest", "all"] = "latest"
-) -> pd.DataFrame:
+def modelled_runs(rows: pd.DataFrame, scope: Literal["latest", "all"] = "latest") -> pd.DataFrame:
     """The `leaderboard` of simulated and emulated-GPU runs only (`simulated_mask`): the same
     pooled columns and trust, for a table of their own, labelled as the model it is."""
     return _pool(rows[simulated_mask(rows)] if len(rows) else rows, scope)

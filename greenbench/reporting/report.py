@@ -63,7 +63,7 @@ from greenbench.reporting.leaderboard import (
     training_rows,
 )
 from greenbench.reporting.refs import load_ref, query_results
-from greenbench.vocabulary import EMULATED_SOURCE, energy_label
+from greenbench.vocabulary import EMULATED_SOURCE, OWN_MEASUREMENT_KINDS, energy_label
 from greenbench.vocabulary.trust import CONTENDED, Trust, flagged, interval_caption
 
 _DPI = 110
@@ -476,13 +476,18 @@ def _own_section(own: pd.DataFrame) -> list[str]:
         "| trust |",
         "|---|---|---|---|---|---|---|---|",
     ]
-    kinds = {"own-loop": "own loop", "whole-process": "whole process"}
     for r in own.sort_values(["strategy", "config_name"]).itertuples():
         energy = energy_label(r.energy_source, r.energy_measured)
         jpt = f"{_g(r.joules_per_token)} [{_g(r.joules_per_token_ci_low)}, "
         jpt += f"{_g(r.joules_per_token_ci_high)}]"
         device = f"{r.device_type} ×{_g(r.devices)}"
-        cells = [kinds.get(r.strategy, r.strategy), r.config_name, device, energy, jpt]
+        cells = [
+            OWN_MEASUREMENT_KINDS.get(r.strategy, r.strategy),
+            r.config_name,
+            device,
+            energy,
+            jpt,
+        ]
         cells += [_g(r.tokens_per_s), str(r.n_repeats), r.trust]
         lines.append("| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |")
     lines += ["", f"Interval: {interval_caption(own['n_repeats'])}."]

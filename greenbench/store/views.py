@@ -21,6 +21,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from greenbench.vocabulary import OWN_MEASUREMENT_KINDS
+
 #: columns of the ``results`` table other than run_id: a repeat row takes these from the
 #: results (energy_source and energy_measured exist in both tables; the repeat's own wins)
 RESULT_TABLE_COLUMNS = frozenset(
@@ -39,7 +41,7 @@ RESULT_TABLE_COLUMNS = frozenset(
 CPU_CALIBRATION = "cpu-gemm-calibration"
 #: the ``strategy`` of runs whose threads per rank the store cannot tell (a user's own loop or
 #: whole process, at torch's own thread count): never pooled with another run's peak
-UNPOOLED_STRATEGIES = ("own-loop", "whole-process")
+UNPOOLED_STRATEGIES = tuple(OWN_MEASUREMENT_KINDS)
 
 #: per run with a CPU calibration: its machine (cpu, cores, threads per rank, precision) and the
 #: machine's peak, the highest calibration any run stored for it (module docstring)

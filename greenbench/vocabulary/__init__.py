@@ -33,7 +33,13 @@ from greenbench.vocabulary.metrics import (
     Better,
     Metric,
 )
-from greenbench.vocabulary.runspec import RunSpec, is_user_workload
+from greenbench.vocabulary.runspec import (
+    OWN_LOOP_STRATEGY,
+    OWN_MEASUREMENT_KINDS,
+    WHOLE_PROCESS_STRATEGY,
+    RunSpec,
+    is_user_workload,
+)
 
 __all__ = [
     "ALIASES",
@@ -48,9 +54,12 @@ __all__ = [
     "NODE_SOURCES",
     "NON_IDENTITY_KEYS",
     "NON_IDENTITY_PREFIXES",
+    "OWN_LOOP_STRATEGY",
+    "OWN_MEASUREMENT_KINDS",
     "SAME_CONFIGURATION",
     "SIMULATED_SOURCE",
     "SOURCES",
+    "WHOLE_PROCESS_STRATEGY",
     "Better",
     "Layout",
     "Metric",

@@ -13,6 +13,14 @@ from typing import Any
 from greenbench.vocabulary.identity import identity
 from greenbench.vocabulary.layout import DEGREES, Layout
 
+#: the ``strategy`` of a user's own measurement, which no greenbench workload trains: an own loop
+#: measured by ``greenbench.measure`` (workload ``loop/NAME``), or a whole process measured by
+#: ``greenbench measure -- CMD`` (workload ``process/NAME``)
+OWN_LOOP_STRATEGY = "own-loop"
+WHOLE_PROCESS_STRATEGY = "whole-process"
+#: each own-measurement strategy, in words
+OWN_MEASUREMENT_KINDS = {OWN_LOOP_STRATEGY: "own loop", WHOLE_PROCESS_STRATEGY: "whole process"}
+
 
 def is_user_workload(workload: str) -> bool:
     """Whether a workload is a user's own, named by its entry point ``module.path:attribute``
