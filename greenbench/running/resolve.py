@@ -104,11 +104,11 @@ def resolve_quota(spec: RunSpec, cores: int | None = None) -> RunSpec:
     return replace(spec, settings=s)
 
 
-def resolve_spec(spec: RunSpec) -> RunSpec:
+def resolve_spec(spec: RunSpec, cores: int | None = None) -> RunSpec:
     """Everything above, in order (the kernel and the quota depend on the device). A simulated
     run (`greenbench.running.simulated`) has no ranks: it runs where the simulator does (the
     CPU, for ``device: auto``), under no quota, so no figure of this machine's enters its
-    identity."""
+    identity. ``cores``: the node's (default: this machine's)."""
     from greenbench.running.simulated import is_simulated
 
     if is_simulated(spec):
@@ -119,5 +119,6 @@ def resolve_spec(spec: RunSpec) -> RunSpec:
     if is_user_workload(spec.workload):  # no model family: no kernel or liger to choose
         from greenbench.running import user_run
 
-        return resolve_quota(user_run.resolve_compile(resolve_device(spec)))
-    return resolve_quota(resolve_liger(resolve_compile(resolve_kernel(resolve_device(spec)))))
+        return resolve_quota(user_run.resolve_compile(resolve_device(spec)), cores)
+    spec = resolve_liger(resolve_compile(resolve_kernel(resolve_device(spec))))
+    return resolve_quota(spec, cores)
