@@ -24,8 +24,8 @@ import time
 
 import torch
 
-from greenbench.comm import CommRecorder
 from greenbench.data import MarkovSource, make_step_batches
+from greenbench.distributed.comm import CommRecorder
 from greenbench.energy import select_meter
 from greenbench.models import build_model, model_info
 from greenbench.running.window import WindowTally, batch_flops

@@ -17,7 +17,7 @@ from greenbench.energy.base import EnergyWindow
 class CommRecord:
     """One rank's calls of one operation on one mesh dimension (or group) in one window:
     how many, the bytes they moved, the seconds the rank was blocked in them, and how much of
-    that was waiting for other ranks (the rest is transfer). See `greenbench.comm`."""
+    that was waiting for other ranks (the rest is transfer). See `greenbench.distributed.comm`."""
 
     dim: str
     op: str

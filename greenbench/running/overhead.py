@@ -118,7 +118,7 @@ def timer_cost_s(device: Any = "cpu", calls: int = 2000) -> float:
     communication recorder's mark and look-up."""
     import torch
 
-    from greenbench.comm import CommRecorder
+    from greenbench.distributed.comm import CommRecorder
     from greenbench.strategies.base import StepTimes, synchronize
 
     device = torch.device(device)

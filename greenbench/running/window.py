@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from greenbench.comm import POINT_TO_POINT_OPS
+from greenbench.distributed.comm import POINT_TO_POINT_OPS
 from greenbench.results import CommRecord
 
 if TYPE_CHECKING:

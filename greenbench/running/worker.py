@@ -31,7 +31,7 @@ from typing import Any
 
 import torch
 
-from greenbench.comm import CommRecorder
+from greenbench.distributed.comm import CommRecorder
 from greenbench.processes import die_with_parent, exit_now
 from greenbench.results import CommRecord, RankResult
 from greenbench.running import emulated_gpu

@@ -6,7 +6,7 @@ applies itself (`Strategy.apply`), says which part of each minibatch its rank tr
 (`Strategy.batch`, from the run's `DataPlan`), and runs optimizer steps. Data-parallel
 strategies split every minibatch over their data-parallel ranks (`DataParallel`); a pipeline or a
 skip schedule would assign data its own way. Every collective or point-to-point call a strategy
-makes goes through the recorder (`greenbench.comm`).
+makes goes through the recorder (`greenbench.distributed.comm`).
 
 The step itself (forward, loss over the whole minibatch's tokens, backward, optimizer) is shared
 so that every strategy is measured doing the same arithmetic.
@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import torch
 import torch.nn.functional as F
 
-from greenbench.comm import CommRecorder
+from greenbench.distributed.comm import CommRecorder
 from greenbench.models.family import fuses_loss
 from greenbench.user.adapter import UserMicrobatch
 from greenbench.vocabulary import Layout

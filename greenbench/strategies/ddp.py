@@ -7,10 +7,10 @@ inside the all-reduce.
 
 Time in communication: DDP all-reduces gradient buckets asynchronously while backward still
 computes, through a communication hook with DDP's default arithmetic (divide by the world size,
-all-reduce with a sum) that records every bucket (`greenbench.comm`). On CPU the hook notes when
-the last bucket became ready: what backward then spends until it returns is time blocked in the
-all-reduce, recorded as one call per step with the buckets' bytes. On CUDA every bucket's
-all-reduce is timed with CUDA events from its issue to its completion.
+all-reduce with a sum) that records every bucket (`greenbench.distributed.comm`). On CPU the hook
+notes when the last bucket became ready: what backward then spends until it returns is time
+blocked in the all-reduce, recorded as one call per step with the buckets' bytes. On CUDA every
+bucket's all-reduce is timed with CUDA events from its issue to its completion.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from greenbench.comm import tensor_bytes
+from greenbench.distributed.comm import tensor_bytes
 from greenbench.models import ModelBuilder
 from greenbench.strategies.base import DataParallel
 

@@ -19,7 +19,7 @@ Single-device and DDP runs autocast instead, as PyTorch's AMP recipe does.
 Time in communication: every all-gather and reduce-scatter FSDP2 issues goes through FSDP2's
 ``set_custom_all_gather`` / ``set_custom_reduce_scatter`` hooks (subclasses of its default
 implementations, which are private to torch: without them nothing is recorded) and into the
-communication records (`greenbench.comm`): wall clock on CPU, where gloo's calls are
+communication records (`greenbench.distributed.comm`): wall clock on CPU, where gloo's calls are
 synchronous, CUDA events on GPU.
 """
 
@@ -32,7 +32,7 @@ import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
-from greenbench.comm import CommRecorder, tensor_bytes
+from greenbench.distributed.comm import CommRecorder, tensor_bytes
 from greenbench.models import ModelBuilder
 from greenbench.strategies.base import DataParallel
 

@@ -21,8 +21,8 @@ import torch.nn.functional as F
 from helpers import free_port, spawn
 from transformers import LlamaForCausalLM
 
-from greenbench.comm import CommRecorder
 from greenbench.data.batches import collate_microbatch
+from greenbench.distributed.comm import CommRecorder
 from greenbench.models import build_model
 from greenbench.models.transformer.model import make_config
 from greenbench.strategies.hybrid.cp import enable_context_parallel, split_sequence

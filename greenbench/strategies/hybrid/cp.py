@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from greenbench.comm import CommRecorder
+from greenbench.distributed.comm import CommRecorder
 from greenbench.strategies.hybrid.cp_attention import enable_ring_attention
 from greenbench.strategies.hybrid.cp_group import CPGroup, exchange
 from greenbench.strategies.hybrid.cp_mamba import enable_cp_scan

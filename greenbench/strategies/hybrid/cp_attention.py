@@ -55,7 +55,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.models.llama.modeling_llama import LlamaAttention
 
-from greenbench.comm import CommRecorder
+from greenbench.distributed.comm import CommRecorder
 from greenbench.strategies.hybrid.cp_group import CPGroup, exchange
 
 if TYPE_CHECKING:

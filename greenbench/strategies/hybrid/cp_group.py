@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import torch
 import torch.distributed as dist
 
-from greenbench.comm import CommRecorder, tensor_bytes
+from greenbench.distributed.comm import CommRecorder, tensor_bytes
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup

@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 from transformers.models.mamba.modeling_mamba import MambaMixer, apply_mask_to_padding_states
 
-from greenbench.comm import CommRecorder
+from greenbench.distributed.comm import CommRecorder
 from greenbench.models.mamba.model import FastScanMambaMixer, causal_depthwise_conv1d
 from greenbench.models.mamba.scan import selective_scan
 from greenbench.strategies.hybrid.cp_group import CPGroup, exchange

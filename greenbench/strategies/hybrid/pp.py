@@ -32,7 +32,7 @@ import torch
 import torch.distributed as dist
 from torch.distributed.pipelining import schedules as _schedules
 
-from greenbench.comm import CommRecorder, tensor_bytes
+from greenbench.distributed.comm import CommRecorder, tensor_bytes
 
 log = logging.getLogger(__name__)
 

@@ -34,7 +34,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from greenbench.comm import tensor_bytes
+from greenbench.distributed.comm import tensor_bytes
 from greenbench.errors import SpecError
 from greenbench.strategies.base import DataParallel, forward_logits
 from greenbench.strategies.fsdp import shard_model

@@ -32,7 +32,7 @@ from torch.distributed.tensor.parallel import (
     parallelize_module,
 )
 
-from greenbench.comm import CommRecorder, tensor_bytes
+from greenbench.distributed.comm import CommRecorder, tensor_bytes
 from greenbench.models import ModelFamily
 
 DIM = "tp"

@@ -41,7 +41,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from greenbench.comm import tensor_bytes
+from greenbench.distributed.comm import tensor_bytes
 from greenbench.errors import SpecError
 from greenbench.plan.skippipe.topology import PUBLISHED_STAGE_SIZES
 from greenbench.strategies.base import StepTimes, Strategy, synchronize

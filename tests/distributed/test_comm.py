@@ -11,7 +11,7 @@ import pytest
 import torch
 from helpers import free_port, spawn
 
-from greenbench.comm import CommRecorder, tensor_bytes
+from greenbench.distributed.comm import CommRecorder, tensor_bytes
 from greenbench.running.window import settle_calls
 
 

@@ -1,0 +1,3 @@
+"""What every distributed engine shares, below the models and strategies that use it: records of
+the communication a rank issues (`greenbench.distributed.comm`) and the helpers the families'
+parallel forms and the strategies both call."""
