@@ -10,7 +10,7 @@
     window (device synchronised, then the clock). Goal: ≥ 1.3×.
 (c) MFU at 1b, seq 2048 (global batch 16, micro 8): the Transformer (goal ≥ 45 %, 40 % at
     least) and Mamba (goal ≥ 20.4 %, the hybrid-parallelism study's Mamba-1B).
-(d) What measuring costs a step (`greenbench.running.overhead`): one reading of the meter a
+(d) What measuring costs a step (`greenbench.rank.overhead`): one reading of the meter a
     cuda run selects × readings per step, plus the per-step timers with their
     synchronisation, against the step time of (a)'s Transformer at 1k. Goal: ≤ 0.1 %.
 
@@ -366,7 +366,7 @@ def part_b(plan: Plan) -> None:
     """greenbench's own step (the worker's `run_rank`, in this process, with the kernels its
     settings pick) against transformers' eager Llama in a plain loop, same shapes and
     precision."""
-    from greenbench.running.resolve import resolve_spec
+    from greenbench.launcher.resolve import resolve_spec
     from greenbench.spec import expand
 
     seq = plan.seq_lens[0]
@@ -399,7 +399,7 @@ def part_b(plan: Plan) -> None:
 def greenbench_tokens_per_s(spec: Any) -> tuple[float, int, float]:
     """(median tokens/s over the windows, steps per window, tokens per step) of the worker's
     own training of ``spec`` in this process."""
-    from greenbench.running import worker
+    from greenbench.rank import worker
 
     ranks = worker.run_rank(spec)
     if spec.settings["device"] == "cuda":
@@ -478,7 +478,7 @@ def part_c(plan: Plan, db: Path, work: Path) -> None:
 
 def part_d(plan: Plan, db: Path, work: Path) -> None:
     from greenbench.energy import select_meter
-    from greenbench.running.overhead import measure_overhead
+    from greenbench.rank.overhead import measure_overhead
 
     seq = plan.seq_lens[0]
     config = Config("transformer", plan.size, seq, *plan.batch(seq))

@@ -35,8 +35,8 @@ from pathlib import Path
 import numpy as np
 
 from greenbench.data import DataPlan, MarkovSource
+from greenbench.launcher.launch import run_specs
 from greenbench.reporting.odc import read_pairs, setup_label
-from greenbench.running.launch import run_specs
 from greenbench.spec import expand
 from greenbench.store import read_frame
 

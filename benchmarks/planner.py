@@ -10,7 +10,7 @@ For each it prints, all from this one database:
   error ``predicted / measured − 1``;
 * the predicted model state per rank (`Memory.model_state_b`: parameters, gradients, AdamW
   state, saved activations and logits) against the state the run counted from tensors
-  (``state_bytes``, the busiest rank; `greenbench.running.state_memory`), and the error; the
+  (``state_bytes``, the busiest rank; `greenbench.rank.state_memory`), and the error; the
   busiest rank's parts beside the predicted ones, to show where a miss comes from;
 * per category, and over every scored run, the median absolute errors against the goals of the
   hybrid issue (≤ 25 % step time, ≤ 15 % memory). A category with no stored run is named as
@@ -70,7 +70,7 @@ def kind(layout: Layout) -> str:
 
 def contention(run: dict[str, Any]) -> float:
     """Cores other processes kept busy while ``run`` ran: 0 when it is not stored as contended,
-    else the figure of its warning (`greenbench.running.contention` writes "kept X of N cores
+    else the figure of its warning (`greenbench.rank.contention` writes "kept X of N cores
     busy"), infinite when the warning gives none."""
     if not run.get("contended"):
         return 0.0

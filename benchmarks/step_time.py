@@ -28,7 +28,7 @@ from greenbench.data import MarkovSource, make_step_batches
 from greenbench.distributed.comm import CommRecorder
 from greenbench.energy import select_meter
 from greenbench.models import build_model, model_info
-from greenbench.running.window import WindowTally, batch_flops
+from greenbench.rank.window import WindowTally, batch_flops
 from greenbench.strategies.base import StepTimes
 
 

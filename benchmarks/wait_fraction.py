@@ -13,7 +13,7 @@ import argparse
 import tempfile
 from pathlib import Path
 
-from greenbench.running.launch import run_specs
+from greenbench.launcher.launch import run_specs
 from greenbench.spec import expand
 from greenbench.store import read_frame
 

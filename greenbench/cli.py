@@ -119,8 +119,8 @@ def main() -> None:
 
 def restore_power_limits() -> None:
     """Before any command: put back the GPU power limits a greenbench killed mid-run (SIGKILL)
-    left changed, one line each on stderr (`greenbench.running.power_limits`)."""
-    from greenbench.running.power_limits import restore_stale
+    left changed, one line each on stderr (`greenbench.launcher.power_limits`)."""
+    from greenbench.launcher.power_limits import restore_stale
 
     for line in restore_stale():
         click.echo(f"greenbench: {line}", err=True)
@@ -234,7 +234,7 @@ def run(
     than the up-front estimate allows) is stored as skipped with its reason and the others
     run; the exit status is 0 unless a configuration that ran failed (1), and 2 when nothing
     can run here. With a cluster executor, each configuration is a job (docs/cluster.md)."""
-    from greenbench.running.progress import run_with_progress
+    from greenbench.launcher.progress import run_with_progress
     from greenbench.spec import SpecError, expand, expand_suite, load_suite, parse_assignment
 
     if bool(suite) == bool(workload):

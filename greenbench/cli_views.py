@@ -91,7 +91,7 @@ def node_and_limits(redfish_url: str = "") -> None:
     """The doctor's second half: the node's own meters (IPMI DCMI, Redfish) and every GPU's power
     limits (now, default, allowed) with whether greenbench may change them."""
     from greenbench.energy.node import doctor_probes
-    from greenbench.running.power_limits import doctor_report
+    from greenbench.launcher.power_limits import doctor_report
 
     table = Table("node meter", "available", "why")
     for p in doctor_probes(redfish_url):

@@ -54,7 +54,7 @@ class RankResult:
     #: RAPL's CPU and DRAM on a GPU run, the node's own meter (IPMI, Redfish); never added
     #: into ``energy`` (`greenbench.energy.node`)
     extra_energy: tuple[EnergyWindow, ...] = ()
-    #: model state this rank held, counted from tensors (`greenbench.running.state_memory`):
+    #: model state this rank held, counted from tensors (`greenbench.rank.state_memory`):
     #: parameters, gradients, optimizer state, and the peak of what autograd saved; None where
     #: not counted (results written before these fields existed)
     param_bytes: int | None = None

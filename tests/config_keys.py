@@ -36,7 +36,7 @@ VARIANTS = (
 
 def _resolved_on_cpu(spec: RunSpec) -> RunSpec | None:
     """``spec`` as the launcher resolves it on a CPU machine of 2 cores."""
-    from greenbench.running import resolve
+    from greenbench.launcher import resolve
 
     if spec["device"] == "cuda":
         return None

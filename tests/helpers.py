@@ -52,7 +52,7 @@ def rank_start_s() -> float:
     takes several times longer than on a quiet one."""
     start = time.monotonic()
     subprocess.run(
-        [sys.executable, "-c", "import greenbench.running.worker"],
+        [sys.executable, "-c", "import greenbench.rank.worker"],
         check=True,
         stdout=subprocess.DEVNULL,
     )

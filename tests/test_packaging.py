@@ -130,7 +130,7 @@ def test_the_installed_wheel_runs_the_smoke_suite_from_any_directory(wheel: Path
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
 
-    # the workers (python -m greenbench.running.worker; the launcher never imports that module)
+    # the workers (python -m greenbench.rank.worker; the launcher never imports that module)
     # compiled the wheel's copy: they imported the wheel, not the checkout
     assert list(worker_pyc.glob("worker.*.pyc"))
     from greenbench.store.queries import list_runs

@@ -316,7 +316,7 @@ MIGRATIONS_DIR = Path(store_mod.__file__).with_name("migrations")
 OLD_WARNING = (
     "contended: other greenbench processes ran meanwhile (4242: python -m greenbench run "
     "--suite /home/someone/secret-project/bench.toml --label confidential; 4243: python -m "
-    "greenbench.running.worker); other processes kept 1.37 of 2 cores busy meanwhile (figures "
+    "greenbench.rank.worker); other processes kept 1.37 of 2 cores busy meanwhile (figures "
     "may be skewed)"
 )
 
@@ -830,7 +830,7 @@ def test_runs_written_before_layouts_migrate_and_match_new_runs(tmp_path: Path) 
     gets its layout and kernel, and the config_key a new run of the same configuration gets."""
     from importlib import resources
 
-    from greenbench.running.resolve import resolve_quota
+    from greenbench.launcher.resolve import resolve_quota
     from greenbench.spec import expand
     from greenbench.vocabulary import config_key as key_of
 

@@ -15,8 +15,8 @@ from greenbench.cluster.sbatch import dry_run_text
 from greenbench.cluster.submit import nothing_fits, submit
 from greenbench.cluster.watch import wait_with_progress
 from greenbench.errors import DoesNotFit, SpecError
-from greenbench.running.launch import install_interrupt_handlers
-from greenbench.running.progress import print_summary
+from greenbench.launcher.launch import install_interrupt_handlers
+from greenbench.launcher.progress import print_summary
 from greenbench.vocabulary import RunSpec
 
 

@@ -43,7 +43,7 @@ class RunJob:
     def __call__(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
         import submitit
 
-        from greenbench.running.launch import run_specs
+        from greenbench.launcher.launch import run_specs
         from greenbench.user.entry import add_python_path
 
         self.started = time.monotonic()
@@ -101,7 +101,7 @@ def node_groups(
     """The job's configurations by the nodes they span, the widest first: node k takes part in
     the groups spanning more than k nodes, which come first, so every node of a group starts
     it together (a node waiting for the others at a rendezvous would time out)."""
-    from greenbench.running import simulated
+    from greenbench.launcher.runners import simulated
 
     groups: dict[int, list[tuple[RunSpec, str]]] = {}
     for spec, run_id in zip(specs, run_ids, strict=True):

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from greenbench.cluster.options import ClusterOptions
 from greenbench.errors import SpecError
-from greenbench.running import simulated
+from greenbench.launcher.runners import simulated
 from greenbench.store import new_run_id
 from greenbench.vocabulary import RunSpec
 

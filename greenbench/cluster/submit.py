@@ -162,7 +162,7 @@ def nothing_fits(left_out: list[tuple[RunSpec, str]]) -> str:
 
 def store_skipped(store: Store, spec: RunSpec, reason: str) -> None:
     """Store a configuration left out of the jobs as skipped, with why."""
-    from greenbench.running.launch import spec_columns
+    from greenbench.launcher.launch import spec_columns
     from greenbench.store import new_run_id
 
     run_id = new_run_id()
@@ -186,7 +186,7 @@ def payload(manifest: Manifest, job: JobRecord) -> dict[str, Any]:
 
 def not_yet_done(db_path: Path, specs: list[RunSpec], say: Callable[[str], None]) -> list[RunSpec]:
     """``specs`` without those stored ok or held by a live job (each left out said once)."""
-    from greenbench.running.launch import finished_configs
+    from greenbench.launcher.launch import finished_configs
 
     manifests, problems = load_manifests(db_path)
     for line in problems:

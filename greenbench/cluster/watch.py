@@ -20,7 +20,7 @@ from greenbench.cluster.collect import collect_job, run_statuses
 from greenbench.cluster.executors import LIVE_STATES, job_end, job_states
 from greenbench.cluster.manifest import JobRecord, Manifest, load_manifests
 from greenbench.cluster.submit import submit_planned
-from greenbench.running.progress import (
+from greenbench.launcher.progress import (
     CONTENTION_KEYS,
     finished_line,
     print_summary,
@@ -205,7 +205,7 @@ def job_lines(db: Path, job: JobRecord) -> list[tuple[str, tuple]]:
 
 
 def stored_repeats(db: Path, run_id: str) -> list[SimpleNamespace]:
-    """The run's stored repeats, as `running.progress.finished_line` reads them."""
+    """The run's stored repeats, as `launcher.progress.finished_line` reads them."""
     frame = read_frame(db, ok_repeats_sql(_REPEAT_COLUMNS, "run"), [run_id])
     return [
         SimpleNamespace(**{k: _known(v) for k, v in row.items()})

@@ -5,7 +5,7 @@ itself with `CommRecorder.add`), naming the mesh dimension or group it ran on, t
 and its bytes. After a measured window the worker exchanges every rank's per-call seconds and
 splits each call into transfer and waiting: the last rank to arrive waited for no one, so the
 shortest of the ranks' times is the transfer and the rest is time spent waiting for others
-(`greenbench.running.window.split_blocked`). Calls marked ``waits`` (barriers, pipeline bubbles)
+(`greenbench.rank.window.split_blocked`). Calls marked ``waits`` (barriers, pipeline bubbles)
 are waiting through and through. The records are stored summed per (dimension, operation), and
 their totals are the run's ``comm_s`` and ``wait_s``.
 

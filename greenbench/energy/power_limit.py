@@ -1,6 +1,6 @@
 """GPU power limits: what each device allows, whether this process may change it, and the call
 that does. Reading never changes anything (`greenbench doctor` and the launcher's preflight only
-read); the launcher records and restores every change (`greenbench.running.power_limits`).
+read); the launcher records and restores every change (`greenbench.launcher.power_limits`).
 
 Facts used (NVML API reference; ml-energy/zeus ``zeus/device/gpu/nvidia.py``,
 ``zeus/utils/zeusd.py`` and its "System privileges" docs):

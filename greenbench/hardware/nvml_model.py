@@ -20,13 +20,13 @@ GPU's work).
 
 **A device its rank drives** (`NvmlModel.drive`, for this object only, until `release`): its
 counter no longer follows the wall clock; it advances only by the device time the rank reports
-(`NvmlModel.run`: the model's time of the steps it trained, `greenbench.running.emulated_gpu`), at
+(`NvmlModel.run`: the model's time of the steps it trained, `greenbench.rank.emulated_gpu`), at
 the busy power the limit allows, and its power reads that busy power. So an emulated GPU's energy
 is the model's over the model's time, whatever else kept the CPU busy meanwhile.
 
 The file also keeps each configuration's **base step** (`NvmlModel.base_step`): how long one step
 of it takes at full clock, measured once on the CPU and applied to every limit
-(`greenbench.running.emulated_gpu`), the way a real GPU's speed on a workload does not change from
+(`greenbench.rank.emulated_gpu`), the way a real GPU's speed on a workload does not change from
 one run to the next.
 
 The emulated driver grants limit changes (an emulated GPU needs no root) unless its state says

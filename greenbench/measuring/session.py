@@ -5,7 +5,7 @@
             train_step(batch)
             m.step(tokens=batch_tokens)
 
-The window is greenbench's (`greenbench.running.worker`): it opens when the last warm-up step
+The window is greenbench's (`greenbench.rank.worker`): it opens when the last warm-up step
 ends (``warmup_steps``, default 1, are not measured) and closes when the block ends, with the
 device synchronised at both ends and at every step (so step times are the device's, not the
 host's queueing). Under torchrun each rank reads its own meter as a worker does (its GPU; CPU and

@@ -6,7 +6,7 @@ What a rank of the host is, in the planner's terms:
 
 * its cores: a rank runs ``max(1, cores // ranks)`` intra-op threads (the launcher's
   `threads_per_rank`), and when ranks outnumber cores each runs under a CPU quota of
-  ``cores / ranks`` (`greenbench.running.cpu_quota`; without quotas, ranks sharing cores get the
+  ``cores / ranks`` (`greenbench.launcher.cpu_quota`; without quotas, ranks sharing cores get the
   same share on average). So a rank computes on ``min(max(1, cores // ranks), cores / ranks)``
   cores (`cores_per_rank`), and its sustained FLOP/s are that many times one core's. One core's
   figure is what a calibration fits (`greenbench.plan.calibrate`, from the ranks' FLOPs over

@@ -8,7 +8,7 @@ and layout, and compared with the medians of its stored repeats:
 * step time: the window's seconds over its steps, and tokens/s;
 * memory: where the run counted its model state from tensors (``state_bytes``: parameters,
   gradients, optimizer state and saved activations of the busiest rank,
-  `greenbench.running.state_memory`), against the predicted model state
+  `greenbench.rank.state_memory`), against the predicted model state
   (`Memory.model_state_b`); the peak device memory of a GPU run against the predicted peak
   (`Memory.total_b`). A CPU run's ``peak_mem_bytes`` is its process's resident set (the
   interpreter, libraries, allocator caches), which the model does not predict: it gets no error;

@@ -20,7 +20,7 @@ bf16 runs autocast, so the state is fp32 either way):
   the next: two blocks' parameters in the activation dtype, their tp slice.
 * activations: what autograd keeps saved for backward of one microbatch, per token and block,
   in the activation dtype (2 bytes bf16, 4 fp32), without recompute — counted from the tensors
-  the project's models save (`greenbench.running.state_memory` counts the same on real runs).
+  the project's models save (`greenbench.rank.state_memory` counts the same on real runs).
   A Llama block (transformers' `LlamaDecoderLayer`, SDPA) keeps, per RMSNorm, its input, the
   inverse RMS, the normalised input and the output (``3·d + 1``, twice); Q and K after RoPE,
   V, the attention output and the attention's log-sum-exp per head (``2·d + 2·d_kv + heads``,

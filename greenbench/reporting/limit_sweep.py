@@ -30,7 +30,7 @@ a note saying which limits disagree. Beyond its noise means: the lower limit's s
 faster than the higher limit's fastest repeat by more than `TIME_TOLERANCE` of the latter (both
 limits' repeat ranges, plus a margin for run-to-run drift that repeats within one run do not
 show). An emulated GPU's times are its model's applied to one base step
-(`greenbench.running.emulated_gpu`), so its sweeps are consistent by construction, whatever the
+(`greenbench.rank.emulated_gpu`), so its sweeps are consistent by construction, whatever the
 CPU was doing.
 """
 

@@ -13,7 +13,7 @@ over (`resolve_layout`). ``nproc × nnodes`` must equal the product, and is deri
 omitted. Adding a degree is one field and one entry of `DEGREES`.
 
 No torch here: the store, compare and the dashboard render layouts too. The running layer turns a
-layout into a ``DeviceMesh`` (`greenbench.running.mesh`).
+layout into a ``DeviceMesh`` (`greenbench.rank.mesh`).
 """
 
 from __future__ import annotations

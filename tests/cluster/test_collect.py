@@ -13,8 +13,8 @@ from helpers import QUICK
 from greenbench.cluster.collect import collect_job, run_statuses
 from greenbench.cluster.executors import JobEnd
 from greenbench.cluster.manifest import JobRecord, load_manifests, new_manifest
+from greenbench.launcher.launch import spec_columns
 from greenbench.results import RunOutcome
-from greenbench.running.launch import spec_columns
 from greenbench.spec import expand
 from greenbench.store import Store, get_run, pending_shards, shard_dir
 from greenbench.store.shard_writer import ShardStore, begun_note

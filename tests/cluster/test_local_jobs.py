@@ -176,7 +176,7 @@ def wait_for_worker(db: Path, proc: subprocess.Popen, timeout_s: float) -> str:
         jobs = [j for m in manifests for j in m.jobs if j.state == "submitted"]
         try:
             tree = psutil.Process(int(jobs[0].job_id)).children(recursive=True) if jobs else []
-            if any("greenbench.running.worker" in p.cmdline() for p in tree):
+            if any("greenbench.rank.worker" in p.cmdline() for p in tree):
                 return jobs[0].job_id
         except psutil.Error:
             pass

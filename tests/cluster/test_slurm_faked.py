@@ -18,8 +18,8 @@ from helpers import QUICK
 
 from greenbench.cli import main
 from greenbench.cluster.manifest import load_manifests
+from greenbench.launcher.launch import spec_columns
 from greenbench.results import RunOutcome
-from greenbench.running.launch import spec_columns
 from greenbench.store import list_runs
 from greenbench.store.shard_writer import ShardStore
 from greenbench.vocabulary import RunSpec

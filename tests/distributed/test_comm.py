@@ -12,7 +12,7 @@ import torch
 from helpers import free_port, spawn
 
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
-from greenbench.running.window import settle_calls
+from greenbench.rank.window import settle_calls
 
 
 def _rank(rank: int, world: int, port: int, out: str) -> None:

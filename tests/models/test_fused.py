@@ -21,8 +21,8 @@ import torch
 from helpers import QUICK
 
 from greenbench.errors import KernelUnavailable, SpecError
+from greenbench.launcher.resolve import resolve_spec
 from greenbench.models.transformer import fused
-from greenbench.running.resolve import resolve_spec
 from greenbench.spec import expand
 from greenbench.store import read_frame
 

@@ -191,8 +191,8 @@ def test_run_progress_and_failures_table_print_errors_literally(
     its boundary (``run_specs`` and its events)."""
     from types import SimpleNamespace
 
-    from greenbench.running import progress
-    from greenbench.running.launch import RunSummary
+    from greenbench.launcher import progress
+    from greenbench.launcher.launch import RunSummary
 
     spec = SimpleNamespace(name=f"transformer/tiny {LABEL}")
 

@@ -58,7 +58,7 @@ def settings(layout: Layout, family: str, schedule: str) -> dict:
 
 
 def train(family: str, layout: Layout, rank: int, schedule: str) -> dict:
-    from greenbench.running.mesh import build_mesh
+    from greenbench.rank.mesh import build_mesh
 
     builder = ModelBuilder(FAMILIES[family], "tiny", seed=0, kernel="auto")
     ctx = DistContext(rank, rank, layout.world, torch.device("cpu"), torch.float32)

@@ -17,8 +17,8 @@ import torch
 from helpers import free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource, StepBatch
+from greenbench.launcher.launch import run_specs
 from greenbench.models import FAMILIES, ModelBuilder
-from greenbench.running.launch import run_specs
 from greenbench.spec import expand
 from greenbench.store import read_frame
 from greenbench.strategies import STRATEGIES, DistContext

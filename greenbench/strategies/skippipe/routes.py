@@ -13,7 +13,7 @@ microbatches in turn) and fill-drain order on every node. A node that stopped se
 out.
 
 The same topology and plans serve the simulated mode (``skippipe.mode = "simulate"``,
-`greenbench.running.simulated`): `run_costs` prices a run's nodes from its settings,
+`greenbench.launcher.runners.simulated`): `run_costs` prices a run's nodes from its settings,
 `local_topology` builds their `Topology`, and `as_schedule` turns the runner's plan back into
 the simulator's `Schedule`, so what is simulated is what the runner would execute.
 """

@@ -1,0 +1,124 @@
+"""What the launcher decides about a spec on the machine that runs it, before the run is stored:
+the device and precision (``auto``), the kernel ``model.scan: auto`` becomes, whether blocks are
+compiled and liger's fused kernels used, and whether ranks run under CPU quotas. Resolved values
+are part of the run's identity, so runs on different devices, kernels, compilation or quota
+settings are never pooled."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import replace
+
+from greenbench.errors import DeviceUnavailable, KernelUnavailable, SpecError
+from greenbench.vocabulary import RunSpec, is_user_workload
+
+
+def resolve_device(spec: RunSpec) -> RunSpec:
+    """Turn ``auto`` device and precision into concrete values; fail if cuda is asked and absent.
+    (Whether this machine has enough devices for the spec's ranks is the preflight's question:
+    `greenbench.launcher.preflight.why_too_few_devices`.)"""
+    import torch
+
+    s = dict(spec.settings)
+    if s.get("emulate.gpu") and s["device"] == "auto":
+        s["device"] = "cpu"  # its GPUs are emulated: CPU ranks stand in for them
+    has_cuda = torch.cuda.is_available()
+    if s["device"] == "auto":
+        s["device"] = "cuda" if has_cuda else "cpu"
+    if s["device"] == "cuda" and not has_cuda:
+        raise DeviceUnavailable(
+            "--device cuda was asked but torch sees no CUDA device here "
+            "(CPU-only torch build or no GPU); use --device cpu"
+        )
+    if s["precision"] == "auto":
+        s["precision"] = "bf16" if s["device"] == "cuda" else "fp32"
+    return replace(spec, settings=s)
+
+
+def resolve_kernel(spec: RunSpec) -> RunSpec:
+    """``model.scan`` as the backend that will run (``none`` for families without a scan)."""
+    from greenbench.models import FAMILIES
+
+    s = dict(spec.settings)
+    s["model.scan"] = FAMILIES[s["model.family"]].resolve_kernel(s["model.scan"], s["device"])
+    return replace(spec, settings=s)
+
+
+#: strategies whose runs compile their blocks under ``train.compile: auto`` on CUDA (the ones
+#: torchtitan compiles; the others hook into their blocks' forward in ways not tried compiled)
+COMPILED_BY_DEFAULT = ("single", "ddp", "fsdp")
+
+
+def resolve_compile(spec: RunSpec) -> RunSpec:
+    """``train.compile`` as on or off: auto is on for the Transformer on CUDA under the
+    strategies of `COMPILED_BY_DEFAULT` (as torchtitan runs it), off elsewhere (on CPU the
+    reference runs stay eager, and compiling a tiny model costs more than it saves)."""
+    s = dict(spec.settings)
+    if s["train.compile"] == "auto":
+        on = (
+            s["device"] == "cuda"
+            and s["model.family"] == "transformer"
+            and s["strategy"] in COMPILED_BY_DEFAULT
+        )
+        s["train.compile"] = "on" if on else "off"
+    return replace(spec, settings=s)
+
+
+def resolve_liger(spec: RunSpec) -> RunSpec:
+    """``model.liger`` as on or off: auto is on for the Transformer on CUDA under the
+    strategies of `COMPILED_BY_DEFAULT` when liger-kernel is installed. ``on`` elsewhere is
+    refused with its reason (SpecError: another family or a strategy whose loss is computed
+    elsewhere; KernelUnavailable: not installed, or a CPU without Triton's interpreter)."""
+    from greenbench.models.transformer.fused import liger_available, liger_runs_on
+
+    s = dict(spec.settings)
+    fits = s["model.family"] == "transformer" and s["strategy"] in COMPILED_BY_DEFAULT
+    if s["model.liger"] == "auto":
+        on = fits and s["device"] == "cuda" and liger_available()
+        s["model.liger"] = "on" if on else "off"
+    elif s["model.liger"] == "on":
+        if not fits:
+            raise SpecError(
+                "model.liger=on applies to the transformer family under strategy single, ddp or "
+                f"fsdp (got {s['model.family']} under {s['strategy']})"
+            )
+        if not liger_available():
+            raise KernelUnavailable("model.liger=on but liger-kernel is not installed")
+        if not liger_runs_on(s["device"]):
+            raise KernelUnavailable(
+                "model.liger=on: liger-kernel's kernels are Triton GPU kernels; on CPU they run "
+                "only under Triton's interpreter (TRITON_INTERPRET=1)"
+            )
+    return replace(spec, settings=s)
+
+
+def resolve_quota(spec: RunSpec, cores: int | None = None) -> RunSpec:
+    """``emulate.rank_cpu_quota`` as on or off for this node: auto is on exactly when a CPU run
+    has more ranks on the node than the node has cores (GPU ranks own their devices)."""
+    from greenbench.launcher.cpu_quota import quota_wanted
+
+    s = dict(spec.settings)
+    cores = cores or os.cpu_count() or 1
+    wanted = s["device"] == "cpu" and quota_wanted(s["emulate.rank_cpu_quota"], s["nproc"], cores)
+    s["emulate.rank_cpu_quota"] = "on" if wanted else "off"
+    return replace(spec, settings=s)
+
+
+def resolve_spec(spec: RunSpec, cores: int | None = None) -> RunSpec:
+    """Everything above, in order (the kernel and the quota depend on the device). A simulated
+    run (`greenbench.launcher.runners.simulated`) has no ranks: it runs where the simulator does
+    (the CPU, for ``device: auto``), under no quota, so no figure of this machine's enters its
+    identity. ``cores``: the node's (default: this machine's)."""
+    from greenbench.launcher.runners.simulated import is_simulated
+
+    if is_simulated(spec):
+        s = dict(spec.settings)
+        s["device"] = "cpu" if s["device"] == "auto" else s["device"]
+        s["emulate.rank_cpu_quota"] = "off"
+        spec = replace(spec, settings=s)
+    if is_user_workload(spec.workload):  # no model family: no kernel or liger to choose
+        from greenbench.rank import user_run
+
+        return resolve_quota(user_run.resolve_compile(resolve_device(spec)), cores)
+    spec = resolve_liger(resolve_compile(resolve_kernel(resolve_device(spec))))
+    return resolve_quota(spec, cores)

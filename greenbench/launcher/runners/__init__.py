@@ -1,0 +1,1 @@
+"""The runners a configuration can be run by (filled in below)."""

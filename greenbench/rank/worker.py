@@ -1,0 +1,425 @@
+"""Per-rank entry point: build, warm up, measure, report.
+
+Runs as ``python -m greenbench.rank.worker``, alone for one rank or under torchrun for
+several. A worker never writes the database: it returns its RankResults (gathered on rank 0,
+which writes them to a JSON file the launcher reads).
+
+The measured window of each repeat is ``meter.begin()`` … steps … ``meter.end()``, with the
+device synchronised at both ends. Inside it, the only extra work per step is two clock reads,
+one arithmetic FLOP count from batch shapes and the saved-tensor hook that counts activation
+bytes (`greenbench.rank.state_memory`: one Python call per tensor autograd saves; the
+parameters, gradients and optimizer state are counted after the window); the number of steps
+per window is agreed once after warm-up (not decided per step, which would need a collective
+per step).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import math
+import os
+import signal
+import socket
+import sys
+import time
+import traceback
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from greenbench.distributed.comm import CommRecorder
+from greenbench.processes import die_with_parent, exit_now
+from greenbench.rank import emulated_gpu
+from greenbench.rank.hangs import dump_stacks_on_request
+from greenbench.rank.rank_meters import rank_meters
+from greenbench.rank.state_memory import StateMemory
+from greenbench.rank.window import ModelFlops, StepFlops, WindowTally, settle_calls
+from greenbench.results import CommRecord, RankResult
+from greenbench.strategies import STRATEGIES, DistContext, Strategy
+from greenbench.strategies.base import synchronize
+from greenbench.vocabulary import RunSpec, is_user_workload
+
+
+def dist_context(device: str, precision: str) -> DistContext:
+    """Read torchrun's environment (defaults: one rank) and pick this rank's device."""
+    rank = int(os.environ.get("RANK", 0))
+    local_rank = int(os.environ.get("LOCAL_RANK", 0))
+    world = int(os.environ.get("WORLD_SIZE", 1))
+    if device == "cuda":
+        torch.cuda.set_device(local_rank)
+        dev = torch.device("cuda", local_rank)
+    else:
+        dev = torch.device("cpu")
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
+    return DistContext(rank=rank, local_rank=local_rank, world_size=world, device=dev, dtype=dtype)
+
+
+def reset_peak_memory(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+        return
+    try:  # Linux: writing 5 resets the process's peak RSS (VmHWM)
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+
+
+def peak_memory_bytes(device: torch.device) -> int:
+    """Peak device memory (cuda) or peak resident set size of this process (cpu)."""
+    if device.type == "cuda":
+        return int(torch.cuda.max_memory_allocated(device))
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    import resource
+
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
+
+
+def make_optimizer(params: Any, lr: float, device: torch.device) -> torch.optim.Optimizer:
+    """AdamW as the field runs it: on CUDA the fused implementation (one kernel for every
+    parameter's update, as torchtitan's default), on CPU torch's default (foreach), which
+    the CPU reference runs were measured with. `optimizer_kernel` names which, for the run's
+    record."""
+    if optimizer_kernel(device.type) == "adamw-fused":
+        return torch.optim.AdamW(params, lr=lr, fused=True)
+    return torch.optim.AdamW(params, lr=lr)
+
+
+def optimizer_kernel(device: str) -> str:
+    """The AdamW implementation `make_optimizer` picks on ``device`` ("cpu" or "cuda")."""
+    return "adamw-fused" if device == "cuda" else "adamw-foreach"
+
+
+def run_rank(spec: RunSpec) -> list[RankResult]:
+    """Train this rank for warm-up plus ``repeats`` measured windows; return one result each."""
+    from greenbench.models import FAMILIES, ModelBuilder
+    from greenbench.rank.mesh import build_mesh
+
+    s = spec.settings
+    ctx = dist_context(s["device"], s["precision"])
+    layout = spec.layout
+    if is_user_workload(spec.workload):  # the user's model, batches and FLOPs
+        from greenbench.rank.user_run import rank_parts
+
+        builder, plan, flops = rank_parts(spec, ctx.device)
+    else:
+        builder = ModelBuilder(
+            FAMILIES[s["model.family"]],
+            s["model.size"],
+            s["seed"],
+            s["model.scan"],
+            compile=s["train.compile"] == "on",
+            fused=s["model.liger"] == "on",
+        )
+        plan, flops = None, ModelFlops(builder.info)
+    mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
+    comm = CommRecorder(ctx.device)
+    strategy = STRATEGIES[s["strategy"]](ctx, mesh, comm, layout)
+    strategy.configure(s)
+    model = strategy.apply(builder)  # type: ignore[arg-type]
+    if plan is None:
+        from greenbench.data import DataPlan
+
+        plan = DataPlan.from_settings(s, builder.info.vocab_size)
+    try:
+        return train_and_measure(spec, ctx, strategy, model, comm, plan, flops)
+    finally:
+        strategy.close()
+
+
+def train_and_measure(
+    spec: RunSpec,
+    ctx: DistContext,
+    strategy: Strategy,
+    model: torch.nn.Module,
+    comm: CommRecorder,
+    plan: Any,
+    flops: StepFlops,
+) -> list[RankResult]:
+    """Warm up, agree on the window's steps, then measure ``repeats`` windows. ``plan`` is
+    what `Strategy.batch` takes (a `DataPlan`, or a user workload's); ``flops`` gives each
+    step's FLOPs (and counts them over the first warm-up step where they must be counted)."""
+    s = spec.settings
+    model.train()
+    optimizer = make_optimizer(strategy.parameters(model), s["train.lr"], ctx.device)
+
+    step = 0
+    warm_times, warm_flops = [], []
+    for _ in range(s["train.warmup_steps"]):
+        t0 = time.perf_counter()
+        batch = strategy.batch(plan, step)
+        with flops.counting(batch) if step == 0 else contextlib.nullcontext():
+            strategy.train_step(model, optimizer, batch)
+        warm_times.append(time.perf_counter() - t0)
+        if emulated_gpu.emulated(s):  # an emulated GPU's base step is a FLOP rate
+            warm_flops.append(flops.of(batch) * strategy.flops_fraction)
+        step += 1
+
+    # the rank's own meter, the node's beside it, an emulated GPU (rank_meters)
+    meters = rank_meters(
+        s, ctx.device.type, ctx.device.index or 0, ctx.local_rank,
+        workload=spec.workload, rank=ctx.rank,
+    )  # fmt: skip
+    device = meters.emulated  # its steps take its model's time (greenbench.rank.emulated_gpu)
+    if device is not None:
+        settled = slice(1, None) if len(warm_times) > 1 else slice(None)
+        for t, f in zip(warm_times[settled], warm_flops[settled], strict=True):
+            device.observe(t, f)
+        modelled = device.step_s(0.0, min(warm_flops[settled], default=0.0))
+        warm_times = warm_times if modelled is None else [modelled, modelled]
+    n_steps = steps_per_window(s, warm_times, ctx)
+    host = socket.gethostname()
+    memory = StateMemory(model, optimizer, strategy.parameters(model))
+    results = []
+    try:
+        for repeat in range(s["repeats"]):
+            batches = [strategy.batch(plan, step + i) for i in range(n_steps)]
+            step += n_steps
+            comm.take()  # drop what warm-up and earlier windows recorded
+            reset_peak_memory(ctx.device)
+            memory.reset()
+            tally = WindowTally()
+            # an emulated GPU's steps: real seconds, debug.slowdown_s, FLOPs
+            real_s, extra_s, flops_s = [], [], []
+            synchronize(ctx.device)
+            meters.begin()
+            window_start = time.perf_counter()
+            for i, batch in enumerate(batches):
+                t0 = time.perf_counter()
+                if i == 0 and repeat == 0:
+                    arm_faults(s, ctx.rank, strategy)
+                with memory.saving():
+                    loss, times = strategy.train_step(model, optimizer, batch)
+                strategy.on_microbatch = None
+                trained_s, burned_s = time.perf_counter() - t0, 0.0
+                if s["debug.slowdown_s"]:
+                    burned_s = burn(s["debug.slowdown_s"], ctx.device)
+                    times.compute_s += burned_s
+                if device is not None:  # the model's time, settled after the window
+                    real_s.append(trained_s)
+                    extra_s.append(burned_s)
+                    flops_s.append(flops.of(batch) * strategy.flops_fraction)
+                    device.pace(t0, burned_s, flops_s[-1])
+                tally.add(
+                    time.perf_counter() - t0,
+                    times,
+                    loss,
+                    batch,
+                    flops.of(batch) * strategy.flops_fraction,
+                    counted=strategy.counts_tokens,
+                )
+            synchronize(ctx.device)
+            seconds = time.perf_counter() - window_start
+            if device is not None:
+                tally.step_times_s = device.settle(real_s, extra_s, flops_s)
+                seconds = math.fsum(tally.step_times_s)
+            window, beside = meters.end()
+            records = settle_communication(tally, comm, ctx)
+            if device is not None:
+                real = math.fsum(real_s) + math.fsum(extra_s)
+                tally.compute_s, tally.comm_s, tally.wait_s = emulated_gpu.split(
+                    real, tally.comm_s, tally.wait_s, seconds
+                )
+                if window is not None:
+                    note = "; ".join(filter(None, (window.note, device.note())))
+                    window = replace(window, seconds=seconds, note=note)
+            state = memory.read()
+            if window is not None and seconds < s["train.min_window_s"]:
+                window = flag_short(window, seconds, s["train.min_window_s"])
+            results.append(
+                RankResult(
+                    rank=ctx.rank,
+                    local_rank=ctx.local_rank,
+                    host=host,
+                    repeat=repeat,
+                    tokens=tally.tokens,
+                    seconds=seconds,
+                    compute_s=tally.compute_s,
+                    comm_s=tally.comm_s,
+                    wait_s=tally.wait_s,
+                    step_times_s=tuple(tally.step_times_s),
+                    peak_mem_bytes=peak_memory_bytes(ctx.device),
+                    flops=tally.flops,
+                    loss=tally.mean_loss,
+                    n_microbatches=tally.n_microbatches,
+                    energy=window,
+                    comm=tuple(records),
+                    extra_energy=beside,
+                    param_bytes=state.param_bytes,
+                    grad_bytes=state.grad_bytes,
+                    optim_bytes=state.optim_bytes,
+                    activation_bytes=state.activation_bytes,
+                )
+            )
+    finally:
+        meters.close()
+    return results
+
+
+def settle_communication(
+    tally: WindowTally, comm: CommRecorder, ctx: DistContext
+) -> list[CommRecord]:
+    """This window's communication records, with the tally's split made from them: every
+    rank's calls are exchanged (after the window closed: that is not part of what is measured),
+    each call split into transfer and waiting (`settle_calls`), and the step time not spent in
+    either is compute."""
+    calls = [(c.dim, c.op, c.nbytes, c.seconds, c.waits) for c in comm.take()]
+    per_rank: list[Any] = [calls]
+    rank = 0
+    if ctx.distributed:
+        import torch.distributed as dist
+
+        per_rank = [None] * ctx.world_size
+        dist.all_gather_object(per_rank, calls)
+        rank = ctx.rank
+    records, transfer, waiting = settle_calls(per_rank, rank)
+    tally.comm_s, tally.wait_s = transfer, waiting
+    tally.compute_s = math.fsum(tally.step_times_s) - transfer - waiting
+    return records
+
+
+def steps_per_window(s: dict, warm_times: list[float], ctx: DistContext) -> int:
+    """Enough steps for a window of at least ``train.min_window_s``, agreed by every rank."""
+    n = s["train.steps"]
+    if warm_times:
+        # the first step also pays for allocation, autotuning and compilation: judge by the rest
+        settled = warm_times[1:] or warm_times
+        typical = sorted(settled)[len(settled) // 2]
+        n = max(n, math.ceil(s["train.min_window_s"] * 1.1 / max(typical, 1e-6)))
+    n = min(n, s["train.max_steps"])
+    if ctx.distributed:
+        import torch.distributed as dist
+
+        t = torch.tensor([n], dtype=torch.int64)
+        if ctx.device.type == "cuda":
+            t = t.to(ctx.device)
+        dist.all_reduce(t, op=dist.ReduceOp.MAX)
+        n = int(t.item())
+    return n
+
+
+def flag_short(window, seconds: float, min_s: float):
+    note = f"window {seconds:.2f} s is shorter than {min_s:.2f} s (raise train.max_steps)"
+    return replace(window, note=f"{window.note}; {note}" if window.note else note)
+
+
+def arm_faults(s: dict, rank: int, strategy: Strategy) -> None:
+    """Inject the debug.* faults now, or at microbatch ``debug.fault_microbatch`` of the step
+    about to run (mid-minibatch)."""
+    at = s["debug.fault_microbatch"]
+    if at == 0:
+        inject_faults(s, rank)
+    else:
+        strategy.on_microbatch = lambda i: inject_faults(s, rank) if i == at else None
+
+
+def inject_faults(s: dict, rank: int) -> None:
+    """Test hooks (debug.* settings): make a chosen rank fail, hang, die or run out of memory."""
+    if s["debug.fail_rank"] == rank:
+        raise RuntimeError(f"injected failure on rank {rank} (debug.fail_rank)")
+    if s["debug.hang_rank"] == rank:
+        while True:
+            time.sleep(60)
+    if s["debug.kill_rank"] == rank:
+        os.kill(os.getpid(), signal.SIGKILL)
+    if s["debug.oom_rank"] == rank:
+        torch.empty(1 << 46, dtype=torch.uint8)  # 64 TiB: the allocator refuses, as in a real OOM
+
+
+def burn(seconds: float, device: torch.device) -> float:
+    """A deliberate regression (debug.slowdown_s): extra matrix products on the training device
+    for ``seconds``, so the slower step also costs more energy, as a real regression does (a
+    sleep would lower the load and, under a load-based power model, the joules). Returns the
+    seconds spent."""
+    a = torch.randn(256, 256, device=device)
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        a = torch.tanh(a @ a)
+        synchronize(device)
+    return time.perf_counter() - start
+
+
+def gather(results: list[RankResult], ctx: DistContext) -> list[RankResult] | None:
+    """Collect every rank's results on rank 0 (None elsewhere)."""
+    if not ctx.distributed:
+        return results
+    import torch.distributed as dist
+
+    payload = [r.to_dict() for r in results]
+    out: list | None = [None] * ctx.world_size if ctx.rank == 0 else None
+    dist.gather_object(payload, out, dst=0)
+    if ctx.rank != 0:
+        return None
+    return [RankResult.from_dict(d) for part in out for d in part]
+
+
+def main(argv: list[str] | None = None) -> int:
+    """torchrun entry: ``python -m greenbench.rank.worker --spec spec.json --out DIR``.
+
+    Returns the exit code; ``python -m greenbench.rank.worker`` then ends the process with
+    `exit_now`, never through interpreter finalization (see there)."""
+    parser = argparse.ArgumentParser(prog="greenbench.rank.worker")
+    parser.add_argument("--spec", required=True, type=Path)
+    parser.add_argument("--out", required=True, type=Path)
+    args = parser.parse_args(argv)
+    spec = RunSpec.from_dict(json.loads(args.spec.read_text()))
+    rank = int(os.environ.get("RANK", 0))
+    die_with_parent()
+    join_quota(args.out, rank)
+    dump_stacks_on_request(args.out, rank)  # the launcher asks when the run times out
+    try:
+        import torch.distributed as dist
+
+        distributed = int(os.environ.get("WORLD_SIZE", 1)) > 1
+        if distributed:
+            backend = "nccl" if spec.settings["device"] == "cuda" else "gloo"
+            dist.init_process_group(backend=backend)
+        ctx = dist_context(spec.settings["device"], spec.settings["precision"])
+        results = run_rank(spec)
+        gathered = gather(results, ctx)
+        if gathered is not None:
+            tmp = args.out / "results.json.tmp"
+            tmp.write_text(json.dumps([r.to_dict() for r in gathered]))
+            tmp.replace(args.out / "results.json")
+        if distributed:
+            # nobody leaves before rank 0 has the results on disk: whatever happens to a rank
+            # after this barrier, the gathered measurement is kept (the launcher reads it)
+            dist.barrier()
+            dist.destroy_process_group()
+        if spec.settings["debug.abort_at_exit_rank"] == rank:
+            os.abort()  # test hook: a native crash at exit, after the results were written
+    except BaseException as exc:
+        error = {
+            "rank": rank,
+            "error": f"{type(exc).__name__}: {exc}",
+            "traceback": traceback.format_exc(),
+            "time": time.time(),
+        }
+        (args.out / f"error-rank{rank}.json").write_text(json.dumps(error))
+        print(f"{error['traceback']}[rank {rank}] {error['error']}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def join_quota(out: Path, rank: int) -> None:
+    """Move this rank into its CPU-quota group when the launcher made one; a rank that cannot
+    leaves a warning the launcher stores with the run."""
+    from greenbench.rank.cpu_group import join_rank_group
+
+    problem = join_rank_group(int(os.environ.get("LOCAL_RANK", 0)))
+    if problem:
+        (out / f"warning-rank{rank}.txt").write_text(
+            f"rank {rank} ran without its CPU quota: {problem}"
+        )
+
+
+if __name__ == "__main__":
+    exit_now(main())

@@ -1,0 +1,28 @@
+"""The window's accounting: analytic FLOPs of a batch, and blocked time split into transfer
+and waiting."""
+
+from __future__ import annotations
+
+import pytest
+
+from greenbench.rank.window import split_blocked
+
+
+def test_the_last_rank_to_arrive_waits_for_no_one():
+    # call 0: rank 1 arrived last (0.1 s); call 1: rank 0 arrived last (0.2 s)
+    per_rank = [[0.5, 0.2], [0.1, 0.6]]
+    (c0, w0), (c1, w1) = split_blocked(per_rank)
+    assert c0 == pytest.approx(0.3) and c1 == pytest.approx(0.3)
+    assert w0 == pytest.approx(0.4) and w1 == pytest.approx(0.4)
+    for (c, w), times in zip([(c0, w0), (c1, w1)], per_rank, strict=True):
+        assert c + w == pytest.approx(sum(times))  # nothing lost, nothing invented
+
+
+def test_balanced_ranks_have_no_waiting():
+    assert split_blocked([[0.2, 0.3], [0.2, 0.3]]) == [(0.5, 0.0), (0.5, 0.0)]
+
+
+def test_mismatched_sequences_count_as_transfer_and_empty_inputs():
+    assert split_blocked([[0.2, 0.3], [0.4]]) == [(0.5, 0.0), (0.4, 0.0)]
+    assert split_blocked([]) == []
+    assert split_blocked([[], []]) == [(0.0, 0.0), (0.0, 0.0)]
