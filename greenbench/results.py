@@ -2,15 +2,20 @@
 
 These dataclasses are the boundary between workers, the launcher and the store. They carry
 plain numbers (no tensors) and serialise with ``to_dict``/``from_dict`` (JSON-safe), because
-ranks hand them to the launcher across process boundaries.
+ranks hand them to the launcher across process boundaries. A run's ``runs`` row is a
+`RunRecord` when it begins (what ran, on what, where) and a `RunOutcome` when it ends.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import json
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from greenbench.energy.base import EnergyWindow
+from greenbench.vocabulary import Layout
 
 
 @dataclass(frozen=True, slots=True)
@@ -169,3 +174,54 @@ class RunOutcome:
     #: and ranks were seen (a count; never which)
     others_busy_cores: float | None = None
     other_greenbench: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """The ``runs`` row a run begins with (status ``running``): which configuration, what ran
+    it, on what machine and at what carbon intensity, under which power limit.
+
+    One is built per run (the launcher's runners, `greenbench.launcher.runners.record`; a user's own
+    measurement, `greenbench.measuring.record`) and stored as `row` gives it; what the run ends
+    with is its `RunOutcome`. Columns nobody knows stay None (NULL)."""
+
+    run_id: str
+    suite: str | None
+    workload: str
+    config_name: str
+    config_key: str
+    config: str  # the configuration as JSON
+    model_family: str | None
+    model_size: str | None
+    strategy: str
+    layout: Layout
+    rank_cpu_quota: bool
+    device: str
+    nproc: int
+    nnodes: int
+    precision: str
+    seq_len: int | None
+    lengths: str | None
+    region: str
+    label: str | None
+    started_at: dt.datetime
+    simulated: bool = False
+    device_type: str | None = None
+    kernels: Mapping[str, str] | None = None  # role → kernel
+    carbon_intensity_g_per_kwh: float | None = None
+    git_sha: str | None = None
+    host: str | None = None
+    hardware: str | None = None  # JSON
+    versions: str | None = None  # JSON
+    power_limit_w: float | None = None
+    power_limit_default_w: float | None = None
+    power_limit_via: str | None = None
+    power_limit_note: str | None = None
+
+    def row(self) -> dict[str, Any]:
+        """The ``runs`` columns, as the store's ``begin_run`` takes them."""
+        row = {f.name: getattr(self, f.name) for f in fields(self)}
+        row |= {"status": "running", "layout": self.layout.text, **self.layout.degrees()}
+        if self.kernels is not None:
+            row["kernels"] = json.dumps(dict(self.kernels), sort_keys=True)
+        return row

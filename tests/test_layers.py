@@ -48,3 +48,12 @@ def test_the_contracts_hold_and_a_forbidden_import_breaks_them(tree: Path) -> No
     assert broken.returncode != 0
     assert "import no torch" in broken.stdout and "BROKEN" in broken.stdout
     assert "greenbench.store.views -> torch" in broken.stdout
+
+
+def test_a_rank_importing_the_launcher_breaks_the_contracts(tree: Path) -> None:
+    mesh = tree / "greenbench" / "rank" / "mesh.py"
+    mesh.write_text(mesh.read_text() + "\nimport greenbench.launcher.launch  # noqa: E402,F401\n")
+    broken = lint(tree)
+    assert broken.returncode != 0
+    assert "A rank imports nothing of the launcher's side BROKEN" in broken.stdout
+    assert "greenbench.rank.mesh -> greenbench.launcher.launch" in broken.stdout

@@ -12,11 +12,12 @@ reports it again.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from greenbench.cluster.executors import JobEnd
 from greenbench.cluster.manifest import JobRecord, Manifest
-from greenbench.launcher.launch import spec_columns
+from greenbench.launcher.runners.record import spec_record
 from greenbench.store import Store, list_runs, merge_pending
 from greenbench.store.shard_writer import read_begun, store_unfinished
 from greenbench.store.writer import FINAL_STATUSES
@@ -38,10 +39,9 @@ def collect_job(manifest: Manifest, job: JobRecord, end: JobEnd, store: Store) -
         row = read_begun(db, run_id)
         reason = end.reason
         if row is None:
-            row = spec_columns(RunSpec.from_dict(spec_dict), run_id) | {
-                "device_type": "unknown (the configuration never started)",
-                "kernels": "{}",
-            }
+            never = "unknown (the configuration never started)"
+            record = spec_record(RunSpec.from_dict(spec_dict), run_id)
+            row = replace(record, device_type=never, kernels={}).row()
             reason += "; the configuration had not started"
         status = end.status or "failed"
         if end.status is None:

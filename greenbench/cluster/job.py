@@ -43,7 +43,7 @@ class RunJob:
     def __call__(self, payload: dict[str, Any]) -> list[dict[str, Any]]:
         import submitit
 
-        from greenbench.launcher.launch import run_specs
+        from greenbench.launcher.launch import RunOptions, run_specs
         from greenbench.user.entry import add_python_path
 
         self.started = time.monotonic()
@@ -58,15 +58,14 @@ class RunJob:
             if nnodes > 1:
                 port = rendezvous_port(f"{env.job_id}-{nnodes}")
                 rdzv = {"endpoint": f"{env.hostnames[0]}:{port}", "node_rank": env.node}
-            summary = run_specs(
-                [spec for spec, _ in members],
-                Path(payload["db"]),
+            options = RunOptions(
                 rdzv=rdzv,
                 force=payload.get("force", False),
                 devices=payload.get("devices"),
                 run_ids=[run_id for _, run_id in members],
                 to_shards=True,
             )
+            summary = run_specs([spec for spec, _ in members], Path(payload["db"]), options)
             done += [
                 {"run_id": run_id, "name": name, "status": status, "error": error}
                 for run_id, name, status, error in zip(
@@ -101,12 +100,11 @@ def node_groups(
     """The job's configurations by the nodes they span, the widest first: node k takes part in
     the groups spanning more than k nodes, which come first, so every node of a group starts
     it together (a node waiting for the others at a rendezvous would time out)."""
-    from greenbench.launcher.runners import simulated
+    from greenbench.launcher.runners import runner_for
 
     groups: dict[int, list[tuple[RunSpec, str]]] = {}
     for spec, run_id in zip(specs, run_ids, strict=True):
-        nnodes = 1 if simulated.is_simulated(spec) else spec.settings["nnodes"]
-        groups.setdefault(nnodes, []).append((spec, run_id))
+        groups.setdefault(runner_for(spec).shape(spec).nodes, []).append((spec, run_id))
     return sorted(groups.items(), key=lambda item: -item[0])
 
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 
 from greenbench.cluster.options import ClusterOptions
 from greenbench.errors import SpecError
-from greenbench.launcher.runners import simulated
+from greenbench.launcher.runners import runner_for
 from greenbench.store import new_run_id
 from greenbench.vocabulary import RunSpec
 
@@ -72,17 +72,15 @@ def uses_gpus(spec: RunSpec) -> bool:
     cluster's nodes are taken to have GPUs; say ``--device cpu`` for CPU nodes). Simulated
     runs and those on emulated GPUs run on CPU ranks."""
     s = spec.settings
-    if simulated.is_simulated(spec) or s.get("emulate.gpu"):
+    if not runner_for(spec).shape(spec).launches_ranks or s.get("emulate.gpu"):
         return False
     return s["device"] in ("cuda", "auto")
 
 
 def needs(spec: RunSpec) -> tuple[int, int, int]:
     """(nodes, GPUs per node, ranks per node) ``spec`` needs."""
-    if simulated.is_simulated(spec):
-        return 1, 0, 1
-    s = spec.settings
-    return s["nnodes"], s["nproc"] if uses_gpus(spec) else 0, s["nproc"]
+    shape = runner_for(spec).shape(spec)  # a simulation: one node, one process, no GPU
+    return shape.nodes, shape.ranks_per_node if uses_gpus(spec) else 0, shape.ranks_per_node
 
 
 def plan_jobs(specs: list[RunSpec], options: ClusterOptions, *, one_node: bool = False) -> Plan:

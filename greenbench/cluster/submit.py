@@ -17,7 +17,7 @@ import contextlib
 import os
 import shutil
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,12 +162,12 @@ def nothing_fits(left_out: list[tuple[RunSpec, str]]) -> str:
 
 def store_skipped(store: Store, spec: RunSpec, reason: str) -> None:
     """Store a configuration left out of the jobs as skipped, with why."""
-    from greenbench.launcher.launch import spec_columns
+    from greenbench.launcher.runners.record import spec_record
     from greenbench.store import new_run_id
 
     run_id = new_run_id()
-    row = spec_columns(spec, run_id) | {"device_type": "unknown (not submitted)", "kernels": "{}"}
-    store.begin_run(row)
+    record = spec_record(spec, run_id)
+    store.begin_run(replace(record, device_type="unknown (not submitted)", kernels={}).row())
     store.mark_run(run_id, "skipped", reason)
 
 

@@ -1,22 +1,18 @@
-"""Runs RunSpecs (each in child processes, see execute.py); collects and stores results.
+"""Runs RunSpecs, each by the runner chosen for it once (`greenbench.launcher.runners`), and
+stores what each returns: its run record when it begins, its outcome when it ends.
 
-The launcher is the only writer of the database. For each configuration it inserts a `running`
-row, executes, aggregates the ranks' windows into one row per repeat and finishes the row in one
-short transaction. It reads every block of the database before the first configuration trains
-(a damaged file is refused), and a finished run whose write cannot get the database's lock
-(another process holds it past ``$GREENBENCH_LOCK_WAIT_S``) goes to a result shard beside it,
-merged by the next run or `greenbench merge`: a measurement is never lost to a lock. A failing
-configuration is stored as `failed` (with the rank and its error) and the suite goes on; Ctrl-C
-marks the current one `interrupted`, keeps the rest and re-raises. A simulated configuration
-(`greenbench.launcher.runners.simulated`) launches no worker: it is simulated, stored the same
-way and
-marked simulated, with no preflight, CPU peak or idle-power sampling.
+The launcher is the only writer of the database. For each configuration it inserts the
+`running` row its runner records, runs it and finishes the row in one short transaction. It
+reads every block of the database before the first configuration runs (a damaged file is
+refused), and a finished run whose write cannot get the database's lock (another process holds
+it past ``$GREENBENCH_LOCK_WAIT_S``) goes to a result shard beside it, merged by the next run or
+`greenbench merge`: a measurement is never lost to a lock. A failing configuration is stored as
+`failed` (with the rank and its error) and the suite goes on; Ctrl-C marks the current one
+`interrupted`, keeps the rest and re-raises.
 """
 
 from __future__ import annotations
 
-import datetime as dt
-import json
 import os
 import signal
 from collections.abc import Callable
@@ -24,27 +20,34 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from greenbench.errors import DoesNotFit, GreenbenchError, WorkerFailed
-from greenbench.launcher.execute import (
-    execute,
-    failed_rank_of,
-    sweep_stale_temp,
-    threads_per_rank,
-)
-from greenbench.launcher.power_limits import LimitPlan, held_limit, plan_limits, row_columns
+from greenbench.errors import DoesNotFit, GreenbenchError
+from greenbench.launcher.execute import sweep_stale_temp
+from greenbench.launcher.power_limits import LimitPlan, plan_limits
 from greenbench.launcher.preflight import (
     check_energy_sources,
     check_node_meters,
-    why_it_cannot_fit,
-    why_too_few_devices,
+    nothing_can_run,
 )
 from greenbench.launcher.resolve import resolve_spec
-from greenbench.launcher.runners import simulated
+from greenbench.launcher.runners import Peak, RunContext, Runners
 from greenbench.processes import stop_handler
-from greenbench.rank import user_run
-from greenbench.rank.contention import ContentionWatch
-from greenbench.results import RankResult, RepeatResult, RunOutcome
-from greenbench.vocabulary import RunSpec, is_user_workload
+from greenbench.results import RunOutcome
+from greenbench.vocabulary import RunSpec
+
+#: what `run_specs` tells its caller as it goes: (event, configuration, details)
+OnEvent = Callable[[str, RunSpec | None, dict[str, Any]], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RunOptions:
+    """How `run_specs` runs a suite (its docstring says what each does)."""
+
+    rdzv: dict[str, Any] | None = None  # a multi-node run's rendezvous: endpoint, node_rank
+    resume: bool = False
+    force: bool = False
+    devices: int | None = None
+    run_ids: list[str] | None = None
+    to_shards: bool = False
 
 
 @dataclass(slots=True)
@@ -61,245 +64,20 @@ class RunSummary:
         """Configurations that ran and did not finish ok (skipped ones did not run)."""
         return sum(s not in ("ok", "skipped") for s in self.statuses)
 
-
-def nothing_can_run(reasons: list[str], shown: int = 3) -> str:
-    """One line for a suite none of whose configurations can run here: each distinct reason
-    with how many configurations it stops, the commonest first."""
-    from collections import Counter
-
-    counted = Counter(reasons).most_common()
-    parts = [f"{n} × {why}" if n > 1 else why for why, n in counted[:shown]]
-    if len(counted) > shown:
-        parts.append(f"and {len(counted) - shown} other reason(s)")
-    return (
-        f"none of the {len(reasons)} configurations can run on this machine: "
-        + "; ".join(parts)
-        + " (--force runs them anyway)"
-    )
-
-
-def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
-    """(peak FLOP/s per device, where it came from, device type name) for MFU."""
-    from greenbench.hardware import cpu_peak, gpus, machine
-
-    s = spec.settings
-    if s["device"] == "cuda":
-        import torch
-
-        name = torch.cuda.get_device_name(0)
-        found = gpus.gpu_peak_flops(name, s["precision"])
-        if found is None:
-            return None, None, name
-        return found[0], found[1], name
-    peak = cpu_peak.cpu_gemm_peak_flops(*_cpu_peak_args(spec))
-    return peak, cpu_peak.CPU_GEMM_SOURCE, f"cpu:{machine.cpu_model()}"
-
-
-def trusted_peak(spec: RunSpec, peak: float | None) -> float | None:
-    """``peak`` when a time estimate may rest on it: a datasheet figure, or a CPU calibration
-    taken on a quiet machine. One taken under load comes out low and would overstate the
-    time a run needs, so the up-front time check is skipped rather than trusted to it."""
-    if peak is None or spec.settings["device"] == "cuda":
-        return peak
-    from greenbench.hardware import cpu_peak
-
-    record = cpu_peak.calibration_record(*_cpu_peak_args(spec))
-    return peak if record is not None and record.get("trusted") else None
-
-
-def _cpu_peak_args(spec: RunSpec) -> tuple[int, Any]:
-    """(intra-op threads per rank, torch dtype) the CPU peak of ``spec`` is calibrated for."""
-    import torch
-
-    s = spec.settings
-    dtype = torch.bfloat16 if s["precision"] == "bf16" else torch.float32
-    return threads_per_rank(s["nproc"]), dtype
-
-
-def aggregate_checked(
-    spec: RunSpec,
-    ranks: list[RankResult],
-    peak: float | None,
-    peak_source: str | None,
-    *,
-    n_devices: int,
-    idle_power_w: float | None,
-    carbon_g_per_kwh: float | None,
-    idle_sample_note: str = "",
-) -> tuple[list[RepeatResult], float | None]:
-    """Each repeat's row, and the peak its MFU is relative to.
-
-    A run whose achieved FLOP/s per device beats a CPU calibration proves the calibration too
-    low (e.g. taken while other processes held cores): it is measured again, once, now that the
-    run's ranks have exited, and MFU recomputed against the new peak, each repeat noting it.
-    Where the run still beats the peak (or beats a GPU datasheet figure), MFU is stored unknown
-    with its reason (``metrics.checked_mfu``): never above 1, never clamped.
-    """
-    from dataclasses import replace
-
-    from greenbench.hardware import cpu_peak
-    from greenbench.metrics import aggregate_repeat, exceeds_peak
-
-    def aggregate(p: float | None) -> list[RepeatResult]:
-        return [
-            aggregate_repeat(
-                [r for r in ranks if r.repeat == k],
-                idle_power_w=idle_power_w,
-                peak_flops=p,
-                n_devices=n_devices,
-                carbon_g_per_kwh=carbon_g_per_kwh,
-                idle_sample_note=idle_sample_note,
-            )
-            for k in range(spec.settings["repeats"])
-        ]
-
-    repeats = aggregate(peak)
-    beaten = [r for r in repeats if exceeds_peak(r.flops, r.seconds, peak, n_devices)]
-    if not beaten or peak_source != cpu_peak.CPU_GEMM_SOURCE:
-        return repeats, peak
-    threads, dtype = _cpu_peak_args(spec)
-    before = cpu_peak.describe(cpu_peak.calibration_record(threads, dtype))
-    new_peak = cpu_peak.cpu_gemm_peak_flops(threads, dtype, recalibrate=True)
-    after = cpu_peak.describe(cpu_peak.calibration_record(threads, dtype))
-    achieved = max(r.flops / (r.seconds * n_devices) for r in beaten)
-    note = (
-        f"CPU peak re-measured after the run, which reached {achieved:.3g} FLOP/s per device, "
-        f"above the calibrated {peak:.3g} ({before}); now {new_peak:.3g} ({after})"
-    )
-    return [
-        replace(r, mfu_note="; ".join(filter(None, (r.mfu_note, note))))
-        for r in aggregate(new_peak)
-    ], new_peak
-
-
-def run_row(
-    spec: RunSpec,
-    run_id: str,
-    device_type: str,
-    fingerprint: dict[str, Any],
-    carbon: tuple[float, str],
-) -> dict[str, Any]:
-    """The ``runs`` row a run begins with on this machine: the spec's columns, the kernels
-    that run it, the machine's fingerprint and the region's carbon intensity."""
-    from greenbench.models import FAMILIES
-
-    s = spec.settings
-    user = is_user_workload(spec.workload)
-    kernels = {} if user else FAMILIES[s["model.family"]].kernels_used(s["model.scan"])
-    if not simulated.is_simulated(spec):
-        from greenbench.rank.worker import optimizer_kernel
-
-        kernels["optimizer"] = optimizer_kernel(s["device"])
-    if s.get("model.liger") == "on":
-        from greenbench.models.transformer.fused import liger_parts
-
-        kernels |= liger_parts(s["device"])
-    overrides = simulated.row_overrides(spec) if simulated.is_simulated(spec) else {}
-    if user:  # the columns a built-in model and data fill, from the workload and its package
-        overrides = user_run.row_overrides(spec, fingerprint.get("versions", {}))
-    return (
-        spec_columns(spec, run_id)
-        | {
-            "kernels": json.dumps(kernels, sort_keys=True),
-            "device_type": device_type,
-            "carbon_intensity_g_per_kwh": carbon[0],
-            "git_sha": fingerprint.get("git_sha"),
-            "host": fingerprint.get("host"),
-            "hardware": json.dumps(fingerprint.get("hardware", fingerprint), default=str),
-            "versions": json.dumps(fingerprint.get("versions", {}), default=str),
-        }
-        | overrides
-    )
-
-
-def spec_columns(spec: RunSpec, run_id: str) -> dict[str, Any]:
-    """The columns of a run's ``runs`` row its spec alone fills (status ``running``, started
-    now): what a cluster's submitter knows of a configuration its job never began."""
-    from greenbench.store import config_key
-
-    s = spec.settings
-    layout = spec.layout
-    return {
-        "run_id": run_id,
-        "suite": spec.suite,
-        "workload": spec.workload,
-        "config_name": spec.name,
-        "config_key": config_key(spec.identity()),
-        "config": json.dumps(spec.to_dict(), sort_keys=True),
-        "model_family": s.get("model.family"),
-        "model_size": s.get("model.size"),
-        "strategy": s["strategy"],
-        "layout": layout.text,
-        **layout.degrees(),
-        "rank_cpu_quota": s["emulate.rank_cpu_quota"] == "on",
-        "device": s["device"],
-        "nproc": s["nproc"],
-        "nnodes": s["nnodes"],
-        "precision": s["precision"],
-        "seq_len": s.get("data.seq_len"),
-        "lengths": s.get("data.lengths"),
-        "region": s["energy.region"],
-        "status": "running",
-        "label": spec.label,
-        "started_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
-        "simulated": False,
-    }
-
-
-class IdlePower:
-    """Idle power of this node, sampled once per energy source and reused for the session.
-
-    The sample is watched (`ContentionWatch`): one taken while other processes kept the machine
-    busy, or another greenbench ran, is returned with why it is unreliable (net energy is then
-    unknown, `metrics.aggregate_repeat`) and not reused: the next configuration samples again.
-    An emulated GPU's idle power is its model's, whatever the machine does."""
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple[str, ...], float | None] = {}
-
-    def get(self, spec: RunSpec) -> tuple[float | None, str]:
-        """(idle watts or None, why the sample is unreliable or "")."""
-        from greenbench.energy import select_meter
-
-        s = spec.settings
-        if s["energy.idle_s"] <= 0:
-            return None, ""
-        key = (s["device"], s["energy.source"], s.get("emulate.gpu", ""))
-        if key in self._cache:
-            return self._cache[key], ""
-        if s.get("emulate.gpu"):  # the emulated GPUs' idle power, from their model
-            from greenbench.rank import emulated_gpu
-
-            meter = emulated_gpu.meter(s, range(s["nproc"]), sample_power=False)
-        else:
-            meter = select_meter(
-                s["device"],
-                None if s["energy.source"] == "auto" else s["energy.source"],
-                gpu_indices=list(range(s["nproc"])) if s["device"] == "cuda" else [],
-                local_rank=0,
-            )
-        try:
-            with ContentionWatch() as watch:
-                watts = meter.idle_power_w(s["energy.idle_s"])
-        finally:
-            meter.close()
-        if watch.contended and not s.get("emulate.gpu"):
-            return watts, f"idle power sampled while {watch.seen}"
-        self._cache[key] = watts
-        return watts, ""
+    def add(self, spec: RunSpec, run_id: str, status: str, error: str | None) -> None:
+        """One configuration's end."""
+        self.run_ids.append(run_id)
+        self.statuses.append(status)
+        self.names.append(spec.name)
+        self.errors.append(error)
 
 
 def run_specs(
     specs: list[RunSpec],
     db_path: Path,
+    options: RunOptions | None = None,
     *,
-    on_event: Callable[[str, RunSpec | None, dict[str, Any]], None] | None = None,
-    rdzv: dict[str, Any] | None = None,
-    resume: bool = False,
-    force: bool = False,
-    devices: int | None = None,
-    run_ids: list[str] | None = None,
-    to_shards: bool = False,
+    on_event: OnEvent | None = None,
 ) -> RunSummary:
     """Run every spec, storing each as it finishes. ``on_event`` drives progress display.
 
@@ -308,11 +86,12 @@ def run_specs(
     finished without repeating what was stored.
 
     Before anything is stored, forced energy sources are checked, and every configuration is
-    checked against this machine (`greenbench.launcher.preflight`; ``force`` skips the latter):
-    its ranks need a device each (the visible GPUs, at most ``devices``; on CPU, ``devices``
-    ranks when given) and its estimated memory and time must fit. One configuration that cannot
-    is refused (DoesNotFit, exit 2, nothing written), and so is a suite none of whose
-    configurations can; otherwise it is stored ``skipped`` with the reason and the others run.
+    checked against this machine by its runner (``force`` skips the latter): its ranks need a
+    device each (the visible GPUs, at most ``devices``; on CPU, ``devices`` ranks when given)
+    and its estimated memory and time must fit (`greenbench.launcher.preflight`). One
+    configuration that cannot is refused (DoesNotFit, exit 2, nothing written), and so is a
+    suite none of whose configurations can; otherwise it is stored ``skipped`` with the reason
+    and the others run.
 
     A cluster job (`greenbench.cluster`) passes the ``run_ids`` its submitter chose, one per
     spec, and ``to_shards``: every run then goes to a result shard of its own
@@ -323,10 +102,10 @@ def run_specs(
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.hardware.fingerprint import fingerprint as machine_fingerprint
     from greenbench.launcher.cpu_quota import sweep_stale
-    from greenbench.store import Store, config_key, merge_pending, new_run_id
-    from greenbench.store.shard_writer import ShardStore
+    from greenbench.store import config_key, new_run_id
 
-    emit = on_event or (lambda *_: None)
+    opts = options or RunOptions()
+    emit: OnEvent = on_event or (lambda *_: None)
     specs = [resolve_spec(sp) for sp in specs]
     sweep_stale()  # quota groups a killed launcher left behind
     sweep_stale_temp()  # and its working folders
@@ -336,154 +115,89 @@ def run_specs(
     for i, plan in limits.items():  # a limit moved into the allowed range: say so now
         if plan.note:
             emit("note", specs[i], {"message": f"{specs[i].name}: {plan.note}"})
-    if rdzv and rdzv.get("node_rank"):
-        return follow_specs(specs, rdzv, emit, limits)
-    peaks = [
-        (None, None, simulated.device_type(spec))
-        if simulated.is_simulated(spec)
-        else peak_flops_for(spec)
-        for spec in specs
-    ]
-    refused = {} if force else {
+    runners = Runners()
+    if opts.rdzv and opts.rdzv.get("node_rank"):
+        return follow_specs(specs, opts.rdzv, emit, runners, limits)
+    chosen = [runners.for_spec(spec) for spec in specs]  # each configuration's, once
+    peaks = [runner.peak(spec) for runner, spec in zip(chosen, specs, strict=True)]
+    refused = {} if opts.force else {
         i: why
-        for i, (spec, peak) in enumerate(zip(specs, peaks, strict=True))
-        if not simulated.is_simulated(spec)
-        and (
-            why := why_too_few_devices(spec, devices)
-            or why_it_cannot_fit(spec, trusted_peak(spec, peak[0]))
-        ) is not None
+        for i, (runner, spec, peak) in enumerate(zip(chosen, specs, peaks, strict=True))
+        if (why := runner.why_not_here(spec, peak, opts.devices)) is not None
     }  # fmt: skip
-    if len(specs) == 1 and refused and not to_shards:
+    if len(specs) == 1 and refused and not opts.to_shards:
         raise DoesNotFit(f"{specs[0].name} {refused[0]} (--force runs it anyway)")
-    if refused and len(refused) == len(specs) and not to_shards:
+    if refused and len(refused) == len(specs) and not opts.to_shards:
         raise DoesNotFit(nothing_can_run(list(refused.values())))
     now: dict[str, Any] = {}  # the configuration a wait for the database's lock is for
-    store: Store | ShardStore
-    if to_shards:
-        store = ShardStore(db_path)
-    else:
-        store = Store(  # validates the file and reads every block of it before any run starts
-            db_path,
-            write_wait_s=lock_wait_s(),
-            verify=True,
-            on_wait=lambda waited: emit("wait", now.get("spec"), {"waited_s": waited}),
-        )
-        # shards an earlier run (or a cluster job) left: merged now, one transaction each
-        for line in merge_pending(store, timeout_s=store.lock_timeout_s).lines():
-            emit("note", None, {"message": line})
+    store = open_store(db_path, opts.to_shards, emit, now)
     fingerprint = machine_fingerprint()
-    idle = IdlePower()
     summary = RunSummary()
-    done = finished_configs(db_path) if resume else set()
-    for i, spec in enumerate(specs):
-        s = spec.settings
+    done = finished_configs(db_path) if opts.resume else set()
+    for i, (runner, spec) in enumerate(zip(chosen, specs, strict=True)):
         if (config_key(spec.identity()), spec.label) in done:
             emit("skip", spec, {})
             continue
-        carbon = carbon_intensity_g_per_kwh(s["energy.region"])
-        peak, peak_source, device_type = peaks[i]
-        run_id = run_ids[i] if run_ids else new_run_id()
+        run_id = opts.run_ids[i] if opts.run_ids else new_run_id()
+        ctx = RunContext(
+            run_id, fingerprint, carbon_intensity_g_per_kwh(spec["energy.region"]), peaks[i],
+            limits.get(i), opts.rdzv, logs_dir_for(db_path) / run_id,
+        )  # fmt: skip
         if i in refused:
             reason = f"cannot fit this machine: {refused[i]} (--force runs it anyway)"
-            row = run_row(spec, run_id, device_type, fingerprint, carbon)
-            store.begin_run(row | row_columns(spec, limits.get(i)))
+            store.begin_run(runner.record(spec, ctx).row())
             store.mark_run(run_id, "skipped", reason)
-            record(summary, spec, run_id, "skipped", reason)
+            summary.add(spec, run_id, "skipped", reason)
             emit("end", spec, {"run_id": run_id, "status": "skipped", "error": reason})
             continue
         now["spec"] = spec
-        row = run_row(spec, run_id, device_type, fingerprint, carbon)
-        if not store.begin_run(row | row_columns(spec, limits.get(i))):
+        if not store.begin_run(runner.record(spec, ctx).row()):
             emit("note", spec, {"message": f"{db_path} is locked by another process: run "
                                 f"{run_id} goes ahead and is stored when it finishes"})  # fmt: skip
         emit("start", spec, {"run_id": run_id})
-        status, error = "ok", None
         try:
-            if simulated.is_simulated(spec):
-                outcome = simulated.simulate_run(spec, carbon_g_per_kwh=carbon[0])
-            else:
-                idle_w, idle_why = idle.get(spec)
-                with held_limit(spec, limits.get(i)) as held:  # restored on every exit
-                    outcome = measure(
-                        spec, rdzv, logs_dir_for(db_path) / run_id, (peak, peak_source),
-                        idle_w=idle_w, carbon_g_per_kwh=carbon[0], idle_why=idle_why,
-                    )  # fmt: skip
-                outcome.warnings += held.problems  # a limit not restored: the doctor retries
-                if outcome.contended:
-                    emit("note", spec, {"message": f"{run_id}: {outcome.warnings[-1]}"})
+            outcome = runner.run(spec, ctx)
         except KeyboardInterrupt:
             store.mark_run(run_id, "interrupted", "interrupted by the user (SIGINT/SIGTERM)")
             emit("end", spec, {"run_id": run_id, "status": "interrupted"})
             raise
-        except WorkerFailed as exc:
-            status, error = "failed", str(exc)
-            outcome = RunOutcome(
-                status="failed",
-                error=error,
-                failed_rank=exc.rank if exc.rank is not None else failed_rank_of(error),
-                error_tail=exc.tail,
-                log_path=exc.log_dir,
-            )
         except GreenbenchError as exc:
-            status, error = "failed", str(exc)
-            outcome = RunOutcome(status="failed", error=error)
+            outcome = RunOutcome(status="failed", error=str(exc))
+        if outcome.contended:
+            emit("note", spec, {"message": f"{run_id}: {outcome.warnings[-1]}"})
         shard = store.finish_run(run_id, outcome)
         if shard is not None:
             emit("note", spec, {"message": stored_in_shard(db_path, run_id, shard)})
-        record(summary, spec, run_id, status, error)
+        summary.add(spec, run_id, outcome.status, outcome.error)
         emit(
             "end",
             spec,
-            {"run_id": run_id, "status": status, "error": error, "repeats": outcome.repeats,
-             "contended": outcome.contended, "others_busy_cores": outcome.others_busy_cores,
+            {"run_id": run_id, "status": outcome.status, "error": outcome.error,
+             "repeats": outcome.repeats, "contended": outcome.contended,
+             "others_busy_cores": outcome.others_busy_cores,
              "other_greenbench": outcome.other_greenbench},
         )  # fmt: skip
     return summary
 
 
-def measure(
-    spec: RunSpec,
-    rdzv: dict[str, Any] | None,
-    keep_logs: Path,
-    peak: tuple[float | None, str | None],
-    *,
-    idle_w: float | None,
-    carbon_g_per_kwh: float | None,
-    idle_why: str = "",
-) -> RunOutcome:
-    """Run ``spec``'s workers, watching the machine for contention, and aggregate each repeat
-    (the last warning names the contention when there was some; ``idle_why``: why the idle
-    sample is unreliable, so net energy is unknown)."""
-    with ContentionWatch() as watch:
-        execution = execute(spec, rdzv, keep_logs=keep_logs)
-    ranks = execution.ranks
-    s = spec.settings
-    repeats, peak_flops = aggregate_checked(
-        spec, ranks, peak[0], peak[1],
-        n_devices=s["nproc"] * s["nnodes"], idle_power_w=idle_w,
-        carbon_g_per_kwh=carbon_g_per_kwh, idle_sample_note=idle_why,
-    )  # fmt: skip
-    if is_user_workload(spec.workload):
-        repeats = user_run.with_flops_note(spec, repeats)
-    return RunOutcome(
-        status="ok",
-        repeats=repeats,
-        ranks=ranks,
-        peak_flops=peak_flops,
-        peak_flops_source=peak[1],
-        warnings=[*execution.warnings, *([watch.reason] if watch.contended else [])],
-        log_path=execution.log_dir,
-        contended=watch.contended,
-        others_busy_cores=watch.others_busy_cores,
-        other_greenbench=watch.other_greenbench,
+def open_store(db_path: Path, to_shards: bool, emit: OnEvent, now: dict[str, Any]) -> Any:
+    """Where this session's runs go: a result shard each (``to_shards``), or the database,
+    validated and read block by block before any run starts, with the shards an earlier run
+    (or a cluster job) left merged now, one transaction each."""
+    from greenbench.store import Store, merge_pending
+    from greenbench.store.shard_writer import ShardStore
+
+    if to_shards:
+        return ShardStore(db_path)
+    store = Store(
+        db_path,
+        write_wait_s=lock_wait_s(),
+        verify=True,
+        on_wait=lambda waited: emit("wait", now.get("spec"), {"waited_s": waited}),
     )
-
-
-def record(summary: RunSummary, spec: RunSpec, run_id: str, status: str, error: str | None) -> None:
-    summary.run_ids.append(run_id)
-    summary.statuses.append(status)
-    summary.names.append(spec.name)
-    summary.errors.append(error)
+    for line in merge_pending(store, timeout_s=store.lock_timeout_s).lines():
+        emit("note", None, {"message": line})
+    return store
 
 
 def logs_dir_for(db_path: Path) -> Path:
@@ -519,31 +233,32 @@ def stored_in_shard(db_path: Path, run_id: str, shard: Path) -> str:
 def follow_specs(
     specs: list[RunSpec],
     rdzv: dict[str, Any],
-    emit: Callable[[str, RunSpec, dict[str, Any]], None],
+    emit: OnEvent,
+    runners: Runners,
     limits: dict[int, LimitPlan] | None = None,
 ) -> RunSummary:
     """A node other than node 0 of a multi-node run: start this node's ranks for every spec and
     store nothing. Global rank 0 (on node 0) gathers every rank's results, and node 0's launcher
     writes them, so the database has one writer however many nodes take part. Each node holds
-    its own GPUs' power limit (``limits``) around its ranks."""
+    its own GPUs' power limit (``limits``) around its ranks; a configuration that starts no
+    ranks (a simulation) is node 0's alone."""
     summary = RunSummary()
     for i, spec in enumerate(specs):
-        if simulated.is_simulated(spec):  # node 0 simulates it; no rank runs here
+        runner = runners.for_spec(spec)
+        if not runner.shape(spec).launches_ranks:
             continue
         emit("start", spec, {"run_id": f"node {rdzv['node_rank']}"})
         status, error = "ok", None
+        unmeasured = Peak(None, None, "")  # node 0 aggregates and stores: no peak needed here
+        ctx = RunContext("", {}, (0.0, ""), unmeasured, (limits or {}).get(i), rdzv)
         try:
-            with held_limit(spec, (limits or {}).get(i)):
-                execute(spec, rdzv)
+            runner.follow(spec, ctx)
         except KeyboardInterrupt:
             emit("end", spec, {"run_id": "", "status": "interrupted"})
             raise
         except GreenbenchError as exc:
             status, error = "failed", str(exc)
-        summary.run_ids.append("")
-        summary.statuses.append(status)
-        summary.names.append(spec.name)
-        summary.errors.append(error)
+        summary.add(spec, "", status, error)
         emit("end", spec, {"run_id": "", "status": status, "error": error, "repeats": []})
     return summary
 

@@ -65,7 +65,7 @@ class LimitPlan:
     note: str = ""
 
     def row(self) -> dict[str, Any]:
-        """The ``runs`` columns of a run under this plan."""
+        """The run record's columns of a run under this plan (`launcher.runners.record`)."""
         return {
             "power_limit_w": self.watts,
             "power_limit_default_w": self.default_w,
@@ -111,13 +111,6 @@ def plan_limits(specs: list[RunSpec]) -> tuple[list[RunSpec], dict[int, LimitPla
         )
         out.append(replace(spec, settings={**s, "gpu.power_limit_w": watts}))
     return out, plans
-
-
-def row_columns(spec: RunSpec, plan: LimitPlan | None) -> dict[str, Any]:
-    """The ``runs`` columns power limits and emulation add to a run's row."""
-    row = plan.row() if plan is not None else {}
-    device_type = emulated_gpu.device_type(spec.settings)
-    return row | ({"device_type": device_type} if device_type else {})
 
 
 # ----------------------------------------------------------------------------- the journal

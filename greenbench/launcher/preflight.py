@@ -122,6 +122,22 @@ def why_it_cannot_fit(spec: RunSpec, peak_flops: float | None) -> str | None:
     return None
 
 
+def nothing_can_run(reasons: list[str], shown: int = 3) -> str:
+    """One line for a suite none of whose configurations can run here: each distinct reason
+    with how many configurations it stops, the commonest first."""
+    from collections import Counter
+
+    counted = Counter(reasons).most_common()
+    parts = [f"{n} × {why}" if n > 1 else why for why, n in counted[:shown]]
+    if len(counted) > shown:
+        parts.append(f"and {len(counted) - shown} other reason(s)")
+    return (
+        f"none of the {len(reasons)} configurations can run on this machine: "
+        + "; ".join(parts)
+        + " (--force runs them anyway)"
+    )
+
+
 def check_energy_sources(specs: list[RunSpec]) -> None:
     """MeterUnavailable (exit 2) naming the first forced energy source that cannot measure its
     run here; probes each (device, source) pair once."""

@@ -16,7 +16,12 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from greenbench.launcher.launch import RunSummary, install_interrupt_handlers, run_specs
+from greenbench.launcher.launch import (
+    RunOptions,
+    RunSummary,
+    install_interrupt_handlers,
+    run_specs,
+)
 from greenbench.metrics import run_medians
 from greenbench.vocabulary import RunSpec, energy_label
 from greenbench.vocabulary.trust import Trust
@@ -68,11 +73,8 @@ def run_with_progress(
             summary = run_specs(
                 specs,
                 db_path,
+                options=RunOptions(rdzv=rdzv, resume=resume, force=force, devices=devices),
                 on_event=on_event,
-                rdzv=rdzv,
-                resume=resume,
-                force=force,
-                devices=devices,
             )
         except KeyboardInterrupt:
             kept = escape(str(db_path))

@@ -39,7 +39,7 @@ from greenbench.measuring.record import (
     PROCESS_STRATEGY,
     check_name,
     device_type,
-    run_row,
+    run_record,
     store_run,
 )
 from greenbench.results import RankResult
@@ -164,7 +164,7 @@ def measure_command(
         "energy.source": energy_source,
         "energy.region": region,
     }
-    row = run_row(
+    record = run_record(
         run_id=new_run_id(),
         workload=f"process/{name}",
         config_name=f"whole process: {command}",
@@ -186,7 +186,7 @@ def measure_command(
     exit_code, killed_by, error = exit_status(code)
     run_id = store_run(
         db,
-        row,
+        record,
         [rank] if ok else [],
         idle_power_w=idle_w,
         peak=(None, None),

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from greenbench.errors import SpecError
-from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
 from greenbench.vocabulary import (
     OWN_LOOP_STRATEGY,
     WHOLE_PROCESS_STRATEGY,
@@ -52,7 +52,7 @@ def check_name(name: str) -> str:
     return name
 
 
-def run_row(
+def run_record(
     *,
     run_id: str,
     workload: str,
@@ -64,48 +64,44 @@ def run_row(
     fingerprint: Mapping[str, Any],
     carbon_g_per_kwh: float,
     model_size: str,
-) -> dict[str, Any]:
-    """The ``runs`` row of a measurement; ``settings`` hold ``device``, ``nproc``, ``nnodes``,
+) -> RunRecord:
+    """The run record of a measurement; ``settings`` hold ``device``, ``nproc``, ``nnodes``,
     ``precision`` and ``energy.region`` beside what defines it."""
     s = dict(settings)
     world = int(s["nproc"]) * int(s["nnodes"])
-    layout = Layout(dp_replicate=world)  # ranks side by side: the user's own parallelism
-    return {
-        "run_id": run_id,
-        "suite": None,
-        "workload": workload,
-        "config_name": config_name,
-        "config_key": config_key(identity(s, workload)),
-        "config": json.dumps(
+    return RunRecord(
+        run_id=run_id,
+        suite=None,
+        workload=workload,
+        config_name=config_name,
+        config_key=config_key(identity(s, workload)),
+        config=json.dumps(
             {"workload": workload, "suite": None, "label": label, "settings": s},
             sort_keys=True,
             default=str,
         ),
-        "model_family": USER_FAMILY,
-        "model_size": model_size,
-        "strategy": strategy,
-        "layout": layout.text,
-        **layout.degrees(),
-        "kernels": json.dumps({}),
-        "rank_cpu_quota": False,
-        "device": s["device"],
-        "device_type": device_type,
-        "nproc": s["nproc"],
-        "nnodes": s["nnodes"],
-        "precision": s["precision"],
-        "seq_len": 0,
-        "lengths": USER_FAMILY,
-        "region": s["energy.region"],
-        "carbon_intensity_g_per_kwh": carbon_g_per_kwh,
-        "status": "running",
-        "label": label,
-        "git_sha": fingerprint.get("git_sha"),
-        "started_at": dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
-        "host": fingerprint.get("host"),
-        "hardware": json.dumps(fingerprint.get("hardware", {}), default=str),
-        "versions": json.dumps(fingerprint.get("versions", {}), default=str),
-        "simulated": False,
-    }
+        model_family=USER_FAMILY,
+        model_size=model_size,
+        strategy=strategy,
+        layout=Layout(dp_replicate=world),  # ranks side by side: the user's own parallelism
+        kernels={},
+        rank_cpu_quota=False,
+        device=s["device"],
+        device_type=device_type,
+        nproc=s["nproc"],
+        nnodes=s["nnodes"],
+        precision=s["precision"],
+        seq_len=0,
+        lengths=USER_FAMILY,
+        region=s["energy.region"],
+        carbon_intensity_g_per_kwh=carbon_g_per_kwh,
+        label=label,
+        git_sha=fingerprint.get("git_sha"),
+        started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
+        host=fingerprint.get("host"),
+        hardware=json.dumps(fingerprint.get("hardware", {}), default=str),
+        versions=json.dumps(fingerprint.get("versions", {}), default=str),
+    )
 
 
 def device_type(device: str) -> str:
@@ -121,7 +117,7 @@ def device_type(device: str) -> str:
 
 def store_run(
     db: Path,
-    row: dict[str, Any],
+    record: RunRecord,
     ranks: list[RankResult],
     *,
     idle_power_w: float | None,
@@ -146,7 +142,7 @@ def store_run(
             ranks,
             idle_power_w=idle_power_w,
             peak_flops=peak[0],
-            n_devices=int(row["nproc"]) * int(row["nnodes"]),
+            n_devices=int(record.nproc) * int(record.nnodes),
             carbon_g_per_kwh=carbon_g_per_kwh,
         )
         note = "; ".join(filter(None, (*notes, repeat.energy_note)))
@@ -161,6 +157,6 @@ def store_run(
         peak_flops_source=peak[1],
     )
     with Store(db) as store:
-        store.begin_run(row)
-        store.finish_run(row["run_id"], outcome)
-    return str(row["run_id"])
+        store.begin_run(record.row())
+        store.finish_run(record.run_id, outcome)
+    return record.run_id

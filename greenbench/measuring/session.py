@@ -43,7 +43,7 @@ import torch
 
 from greenbench.energy.base import EnergyWindow, Meter
 from greenbench.errors import GreenbenchError, SpecError
-from greenbench.measuring.record import LOOP_STRATEGY, check_name, run_row, store_run
+from greenbench.measuring.record import LOOP_STRATEGY, check_name, run_record, store_run
 from greenbench.results import RankResult
 from greenbench.user.contract import FLOPS_GIVEN
 
@@ -354,7 +354,7 @@ class Measurement:
             "energy.region": self.region,
         } | {f"user.{k}": v for k, v in sorted(self.settings.items())}
         own = " ".join(f"{k}={v}" for k, v in sorted(self.settings.items()))
-        row = run_row(
+        record = run_record(
             run_id=new_run_id(),
             workload=f"loop/{self.name}",
             config_name=f"{self.name}{f' {own}' if own else ''} own loop×{self.world}",
@@ -369,7 +369,7 @@ class Measurement:
         counted = any(r.flops > 0 for r in ranks)
         return store_run(
             self.db,
-            row,
+            record,
             ranks,
             idle_power_w=self._idle_w,
             peak=self._peak() if counted else (None, None),

@@ -43,8 +43,8 @@ def resolve_compile(spec: RunSpec) -> RunSpec:
     return replace(spec, settings=s)
 
 
-def row_overrides(spec: RunSpec, versions: dict[str, Any]) -> dict[str, Any]:
-    """The ``runs`` columns a user workload fills in its own way (module docstring)."""
+def record_fields(spec: RunSpec, versions: dict[str, Any]) -> dict[str, Any]:
+    """The run record's columns a user workload fills in its own way (module docstring)."""
     import json
 
     found = loaded(spec)

@@ -13,7 +13,7 @@ from helpers import QUICK
 from greenbench.cluster.collect import collect_job, run_statuses
 from greenbench.cluster.executors import JobEnd
 from greenbench.cluster.manifest import JobRecord, load_manifests, new_manifest
-from greenbench.launcher.launch import spec_columns
+from greenbench.launcher.runners.record import spec_record
 from greenbench.results import RunOutcome
 from greenbench.spec import expand
 from greenbench.store import Store, get_run, pending_shards, shard_dir
@@ -39,7 +39,7 @@ def job(tmp_path: Path):
 
 def node_row(spec, run_id: str) -> dict:
     """The row a job's launcher begins a run with on its node."""
-    return spec_columns(spec, run_id) | {
+    return spec_record(spec, run_id).row() | {
         "device_type": "cpu:Node CPU", "kernels": "{}", "host": "node-17",
     }  # fmt: skip
 

@@ -18,7 +18,7 @@ from helpers import QUICK
 
 from greenbench.cli import main
 from greenbench.cluster.manifest import load_manifests
-from greenbench.launcher.launch import spec_columns
+from greenbench.launcher.runners.record import spec_record
 from greenbench.results import RunOutcome
 from greenbench.store import list_runs
 from greenbench.store.shard_writer import ShardStore
@@ -91,7 +91,7 @@ def test_submit_then_status_collects_what_the_scheduler_says_ended(
     for job in (job0, job1):
         spec = RunSpec.from_dict(job.specs[0])
         node = {"device_type": "NVIDIA H100 80GB HBM3", "kernels": "{}", "host": "gpu-node-3"}
-        writer.begin_run(spec_columns(spec, job.run_ids[0]) | node)
+        writer.begin_run(spec_record(spec, job.run_ids[0]).row() | node)
     writer.finish_run(job0.run_ids[0], RunOutcome(status="ok"))
     result0 = submitit_utils.JobPaths(manifest.folder / "%j", job_id="4242_0").result_pickle
     result0.parent.mkdir(parents=True, exist_ok=True)

@@ -22,7 +22,8 @@ from click.testing import CliRunner
 
 from greenbench.cli import main
 from greenbench.hardware import cpu_peak
-from greenbench.launcher.launch import aggregate_checked, run_specs
+from greenbench.launcher.launch import run_specs
+from greenbench.launcher.runners.torchrun import aggregate_checked
 from greenbench.results import RankResult
 from greenbench.spec import expand
 from greenbench.store import MIGRATIONS, Store, read_frame

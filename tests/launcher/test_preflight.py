@@ -19,6 +19,7 @@ from greenbench.energy.rapl import RaplMeter
 from greenbench.errors import DoesNotFit
 from greenbench.launcher import launch
 from greenbench.launcher.execute import Execution
+from greenbench.launcher.runners import torchrun
 from greenbench.results import RankResult
 from greenbench.spec import DEFAULTS, expand
 from greenbench.store import read_frame
@@ -82,7 +83,7 @@ def test_one_configuration_that_cannot_fit_is_refused_with_its_estimate(
 ):
     # the CPU peak as if calibrated on a quiet machine: on a busy one the calibration is not
     # trusted, the time check is skipped, and a billion repeats would really start
-    monkeypatch.setattr(launch, "trusted_peak", lambda spec, peak: peak)
+    monkeypatch.setattr(torchrun, "trusted_peak", lambda spec, peak: peak)
     db = tmp_path / "r.duckdb"
     result = run("--workload", "transformer-vs-mamba", *QUICK, "--set", setting, "--db", str(db))
     assert result.exit_code == 2, result.output
@@ -92,7 +93,7 @@ def test_one_configuration_that_cannot_fit_is_refused_with_its_estimate(
 
 
 def test_in_a_suite_it_is_stored_skipped_and_the_rest_runs(tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "execute", fake_execute)
+    monkeypatch.setattr(torchrun, "execute", fake_execute)
     db = tmp_path / "r.duckdb"
     result = run(
         "--workload", "transformer-vs-mamba", *QUICK, "--set", "model.size=tiny,7b",
@@ -105,8 +106,8 @@ def test_in_a_suite_it_is_stored_skipped_and_the_rest_runs(tmp_path, monkeypatch
 
 
 def test_force_runs_what_the_check_refuses(tmp_path, monkeypatch):
-    monkeypatch.setattr(launch, "execute", fake_execute)
-    monkeypatch.setattr(launch, "why_it_cannot_fit", lambda spec, peak: "too big (test)")
+    monkeypatch.setattr(torchrun, "execute", fake_execute)
+    monkeypatch.setattr(torchrun, "why_it_cannot_fit", lambda spec, peak: "too big (test)")
     (spec,) = expand(
         "transformer-vs-mamba",
         [{"model.family": "transformer", "data.seq_len": 64, "repeats": 1, "energy.idle_s": 0.0}],
@@ -114,7 +115,8 @@ def test_force_runs_what_the_check_refuses(tmp_path, monkeypatch):
     with pytest.raises(DoesNotFit, match="too big"):
         launch.run_specs([spec], tmp_path / "a.duckdb")
     assert not (tmp_path / "a.duckdb").exists()
-    assert launch.run_specs([spec], tmp_path / "b.duckdb", force=True).statuses == ["ok"]
+    forced = launch.RunOptions(force=True)
+    assert launch.run_specs([spec], tmp_path / "b.duckdb", forced).statuses == ["ok"]
 
 
 @pytest.mark.parametrize(
@@ -184,8 +186,8 @@ TOML_VALUE = st.one_of(
 
 def stub_the_run(monkeypatch) -> None:
     """The launcher boundary: no rank processes, no idle-power sampling of the machine."""
-    monkeypatch.setattr(launch, "execute", fake_execute)
-    monkeypatch.setattr(launch.IdlePower, "get", lambda self, spec: (None, ""))
+    monkeypatch.setattr(torchrun, "execute", fake_execute)
+    monkeypatch.setattr(torchrun.IdlePower, "get", lambda self, spec: (None, ""))
 
 
 def check_outcome(result, db: Path) -> None:
@@ -258,7 +260,7 @@ ONE_CONFIG = {"model.family": "transformer", "data.seq_len": 64}
 def test_posttrain_on_one_device_runs_every_one_device_configuration(tmp_path, monkeypatch):
     """The whole suite on a node that lends one device: the one-rank configurations run, the
     others are stored skipped with their reason, and the exit status is 0."""
-    monkeypatch.setattr(launch, "execute", fake_execute)
+    monkeypatch.setattr(torchrun, "execute", fake_execute)
     db = tmp_path / "r.duckdb"
     result = run("--suite", "posttrain", "--devices", "1", "--device", "cpu",
                  "--set", "energy.idle_s=0", "--db", str(db))  # fmt: skip

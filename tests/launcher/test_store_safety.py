@@ -22,6 +22,7 @@ from helpers import QUICK
 
 from greenbench.cli import main
 from greenbench.launcher import launch
+from greenbench.launcher.runners import Peak, RunContext, torchrun
 from greenbench.spec import expand
 from greenbench.store import (
     check_integrity,
@@ -91,7 +92,7 @@ def test_a_reader_holding_the_database_does_not_lose_a_trained_result(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     db = tmp_path / "r.duckdb"
-    real_execute = launch.execute
+    real_execute = torchrun.execute
     readers = ExitStack()
 
     def train_then_a_reader_opens_the_database(*args: Any, **kwargs: Any) -> Any:
@@ -99,7 +100,7 @@ def test_a_reader_holding_the_database_does_not_lose_a_trained_result(
         readers.enter_context(reader_holding(db))  # held until after the final write
         return execution
 
-    monkeypatch.setattr(launch, "execute", train_then_a_reader_opens_the_database)
+    monkeypatch.setattr(torchrun, "execute", train_then_a_reader_opens_the_database)
     monkeypatch.setenv("GREENBENCH_LOCK_WAIT_S", "1")
     events: list[tuple[str, dict[str, Any]]] = []
     with readers:
@@ -127,7 +128,8 @@ def test_a_reader_holding_the_database_does_not_lose_a_trained_result(
 def test_the_next_run_merges_pending_shards(tmp_path: Path) -> None:
     db = tmp_path / "r.duckdb"
     spec = launch.resolve_spec(expand("transformer-vs-mamba", [QUICK])[0])
-    row = launch.run_row(spec, "aaaaaaaaaaaa", "cpu:Test CPU", {}, (475.0, "world"))
+    ctx = RunContext("aaaaaaaaaaaa", {}, (475.0, "world"), Peak(None, None, "cpu:Test CPU"))
+    row = torchrun.TorchrunRunner().record(spec, ctx).row()
     shard = write_shard(db, row, status="failed", error="rank 0: boom")  # as a job leaves one
     events: list[tuple[str, dict[str, Any]]] = []
     launch.run_specs([], db, on_event=lambda kind, _, info: events.append((kind, info)))
@@ -157,7 +159,7 @@ def test_run_refuses_a_damaged_database_before_training(
         finally:
             con.close()
     before = snapshot(seeded_db)
-    monkeypatch.setattr(launch, "execute", no_training)
+    monkeypatch.setattr(torchrun, "execute", no_training)
     result = CliRunner().invoke(main, [*QUICK_ARGS, "--db", str(seeded_db)])
     assert result.exit_code == 2, result.output
     (line,) = result.stderr.strip().splitlines()
@@ -168,7 +170,7 @@ def test_run_refuses_a_damaged_database_before_training(
 def test_an_unusable_lock_wait_is_refused_before_training(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(launch, "execute", no_training)
+    monkeypatch.setattr(torchrun, "execute", no_training)
     monkeypatch.setenv("GREENBENCH_LOCK_WAIT_S", "soon")
     result = CliRunner().invoke(main, [*QUICK_ARGS, "--db", str(tmp_path / "r.duckdb")])
     assert result.exit_code == 2

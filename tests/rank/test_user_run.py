@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from greenbench.launcher.launch import run_row
 from greenbench.launcher.resolve import resolve_spec
+from greenbench.launcher.runners import Peak, RunContext
+from greenbench.launcher.runners.torchrun import TorchrunRunner
 from greenbench.rank import user_run
 from greenbench.spec import expand
 from greenbench.user import FLOPS_COUNTED, FLOPS_GIVEN
@@ -45,7 +46,8 @@ def test_a_user_run_is_resolved_and_recorded_from_its_workload(module: str):
     assert spec["train.compile"] == "off" and spec["precision"] == "fp32"
     assert "model.scan" not in spec.settings and "model.liger" not in spec.settings
     fingerprint = {"versions": {"greenbench": "0.1.0"}, "git_sha": "abc"}
-    row = run_row(spec, "r1", "cpu:x", fingerprint, (475.0, "world"))
+    ctx = RunContext("r1", fingerprint, (475.0, "world"), Peak(None, None, "cpu:x"))
+    row = TorchrunRunner().record(spec, ctx).row()
     assert (row["model_family"], row["model_size"], row["seq_len"]) == ("user", "lin", 16)
     assert row["workload"] == f"{module}:workload" and row["lengths"] == "user"
     versions = json.loads(row["versions"])

@@ -48,6 +48,8 @@ from typing import Any
 
 from greenbench.energy.base import EnergyWindow
 from greenbench.errors import GreenbenchError
+from greenbench.launcher.runners.base import Peak, RunContext, Shape
+from greenbench.launcher.runners.record import build_record, model_kernels
 from greenbench.plan.skippipe import scheduler
 from greenbench.plan.skippipe.schedule import IterationShape, Schedule
 from greenbench.plan.skippipe.simulator import SimResult, simulate, simulate_energy
@@ -56,7 +58,7 @@ from greenbench.plan.skippipe.topology import (
     Topology,
     published_topology,
 )
-from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
 from greenbench.vocabulary import SIMULATED_SOURCE, Layout, RunSpec
 
 #: assumed power of one node computing, W (not measured: an accelerator node under load)
@@ -100,22 +102,16 @@ def device_type(spec: RunSpec) -> str:
     return f"simulated:{spec['skippipe.network']}"
 
 
-def row_overrides(spec: RunSpec) -> dict[str, Any]:
-    """The ``runs`` columns a simulated run stores differently from a measured one: marked
+def record_fields(spec: RunSpec) -> dict[str, Any]:
+    """The run record's columns a simulated run stores differently from a measured one: marked
     simulated, its simulated nodes as its devices, and on ``gcp12`` the published work and the
     published network's layout: ``pp`` its stages (6), its 20 nodes the devices (module
     docstring)."""
-    row: dict[str, Any] = {
-        "simulated": True,
-        "device_type": device_type(spec),
-        "nproc": sum(stage_counts(spec)),
-        "nnodes": 1,
-    }
+    fields: dict[str, Any] = {"simulated": True, "nproc": sum(stage_counts(spec)), "nnodes": 1}
     if spec["skippipe.network"] == "gcp12":
         stages = Layout(pp=len(stage_counts(spec)))  # 6 stages over 20 nodes: not the spec's ranks
-        row |= {"model_size": "published", "seq_len": PUBLISHED_SEQ_LEN}
-        row |= {"layout": stages.text, **stages.degrees()}
-    return row
+        fields |= {"model_size": "published", "seq_len": PUBLISHED_SEQ_LEN, "layout": stages}
+    return fields
 
 
 def energy_note(spec: RunSpec) -> str:
@@ -275,3 +271,35 @@ def simulate_run(spec: RunSpec, *, carbon_g_per_kwh: float | None) -> RunOutcome
         repeats.append(replace(repeat, energy_note=note, mfu_note="", **unknown))
         ranks += [replace(r, **unknown) for r in rows]
     return RunOutcome(status="ok", repeats=repeats, ranks=ranks)
+
+
+class SimulatedRunner:
+    """Runs a simulated SkipPipe configuration (module docstring): no ranks, no preflight, no
+    CPU peak or idle-power sampling; stored like a measured run and marked simulated."""
+
+    name = "simulated"
+
+    @classmethod
+    def takes(cls, spec: RunSpec) -> bool:
+        return is_simulated(spec)
+
+    def shape(self, spec: RunSpec) -> Shape:
+        return Shape(nodes=1, ranks_per_node=1, launches_ranks=False)
+
+    def peak(self, spec: RunSpec) -> Peak:
+        return Peak(None, None, device_type(spec))
+
+    def why_not_here(self, spec: RunSpec, peak: Peak, devices: int | None) -> str | None:
+        return None  # the simulator needs nothing of this machine
+
+    def record(self, spec: RunSpec, ctx: RunContext) -> RunRecord:
+        return build_record(
+            spec, ctx, device_type=ctx.peak.device_type, kernels=model_kernels(spec),
+            **record_fields(spec),
+        )  # fmt: skip
+
+    def run(self, spec: RunSpec, ctx: RunContext) -> RunOutcome:
+        return simulate_run(spec, carbon_g_per_kwh=ctx.carbon[0])
+
+    def follow(self, spec: RunSpec, ctx: RunContext) -> None:
+        """Nothing: node 0 simulates it, and no rank runs on another node."""

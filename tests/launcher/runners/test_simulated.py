@@ -14,8 +14,7 @@ from click.testing import CliRunner
 
 from greenbench.cli import main
 from greenbench.errors import SpecError
-from greenbench.launcher import launch
-from greenbench.launcher.runners import simulated
+from greenbench.launcher.runners import simulated, torchrun
 from greenbench.plan.skippipe.simulator import simulate_energy
 from greenbench.reporting.leaderboard import leaderboard
 from greenbench.reporting.refs import query_results
@@ -36,8 +35,8 @@ def _no_workers(monkeypatch: pytest.MonkeyPatch) -> None:
         raise AssertionError("a simulated run must not measure anything")
 
     for name in ("execute", "peak_flops_for", "why_it_cannot_fit"):
-        monkeypatch.setattr(launch, name, refuse)
-    monkeypatch.setattr(launch.IdlePower, "get", refuse)
+        monkeypatch.setattr(torchrun, name, refuse)
+    monkeypatch.setattr(torchrun.IdlePower, "get", refuse)
 
 
 def invoke(*args: str) -> Any:
@@ -154,7 +153,7 @@ def test_gcp12_stores_the_simulated_networks_six_stages_not_the_default_ranks(tm
         db, "SELECT layout, dp_replicate, dp_shard, tp, pp, cp, nproc, nnodes FROM runs"
     )
     assert stored == ("dpr1-dps1-tp1-pp6-cp1", 1, 1, 1, 6, 1, 20, 1)
-    local = simulated.row_overrides(spec())  # the local network: the runner's own layout
+    local = simulated.record_fields(spec())  # the local network: the runner's own layout
     assert "layout" not in local and local["nproc"] == 4
 
 

@@ -1,0 +1,96 @@
+"""A configuration's run record (the ``runs`` row it begins with), built in one place.
+
+`spec_record` holds what the spec alone says (all a cluster's submitter knows of a
+configuration its job never began); `build_record` adds what the launcher knows of this machine
+and session (its fingerprint, the region's carbon intensity, the power limit it holds) and what
+the runner says ran it (the device type, the kernels, the columns a runner stores in its own
+way), in that order, so that no column is written twice by different hands.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from greenbench.rank import emulated_gpu
+from greenbench.results import RunRecord
+from greenbench.vocabulary import RunSpec, config_key, is_user_workload
+
+if TYPE_CHECKING:
+    from greenbench.launcher.runners.base import RunContext
+
+
+def spec_record(spec: RunSpec, run_id: str) -> RunRecord:
+    """The record of ``spec``'s run ``run_id`` as its spec alone fills it, started now."""
+    s = spec.settings
+    return RunRecord(
+        run_id=run_id,
+        suite=spec.suite,
+        workload=spec.workload,
+        config_name=spec.name,
+        config_key=config_key(spec.identity()),
+        config=json.dumps(spec.to_dict(), sort_keys=True),
+        model_family=s.get("model.family"),
+        model_size=s.get("model.size"),
+        strategy=s["strategy"],
+        layout=spec.layout,
+        rank_cpu_quota=s["emulate.rank_cpu_quota"] == "on",
+        device=s["device"],
+        nproc=s["nproc"],
+        nnodes=s["nnodes"],
+        precision=s["precision"],
+        seq_len=s.get("data.seq_len"),
+        lengths=s.get("data.lengths"),
+        region=s["energy.region"],
+        label=spec.label,
+        started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
+    )
+
+
+def model_kernels(spec: RunSpec, optimizer: str | None = None) -> dict[str, str]:
+    """The kernels that run ``spec``'s model, by role: its family's (none for a user
+    workload), the ``optimizer`` step's when one runs, and liger's when ``model.liger`` is on."""
+    s = spec.settings
+    kernels: dict[str, str] = {}
+    if not is_user_workload(spec.workload):
+        from greenbench.models import FAMILIES
+
+        kernels = FAMILIES[s["model.family"]].kernels_used(s["model.scan"])
+    if optimizer is not None:
+        kernels["optimizer"] = optimizer
+    if s.get("model.liger") == "on":
+        from greenbench.models.transformer.fused import liger_parts
+
+        kernels |= liger_parts(s["device"])
+    return kernels
+
+
+def build_record(
+    spec: RunSpec,
+    ctx: RunContext,
+    *,
+    device_type: str,
+    kernels: dict[str, str],
+    **own: Any,
+) -> RunRecord:
+    """The record a runner returns for ``spec``'s run in ``ctx``: the spec's columns, then
+    this machine's, then the ``own`` columns the runner stores in its own way (fields of
+    `RunRecord`, e.g. a user workload's versions with its package's), then the power limit
+    held; an emulated GPU names the device type."""
+    fingerprint = ctx.fingerprint
+    machine: dict[str, Any] = {
+        "kernels": kernels,
+        "device_type": device_type,
+        "carbon_intensity_g_per_kwh": ctx.carbon[0],
+        "git_sha": fingerprint.get("git_sha"),
+        "host": fingerprint.get("host"),
+        "hardware": json.dumps(fingerprint.get("hardware", fingerprint), default=str),
+        "versions": json.dumps(fingerprint.get("versions", {}), default=str),
+    }
+    record = replace(spec_record(spec, ctx.run_id), **(machine | own))
+    emulated = emulated_gpu.device_type(spec.settings)
+    if emulated:
+        record = replace(record, device_type=emulated)
+    return record if ctx.limit is None else replace(record, **ctx.limit.row())

@@ -1,0 +1,259 @@
+"""The torchrun runner: a configuration's ranks as child processes, measured.
+
+The normal path. Each configuration's ranks run as ``python -m greenbench.rank.worker`` (one
+rank) or through torchrun (several; `greenbench.launcher.execute`), under the power limit the
+launcher planned, while the machine is watched for contention; their windows are aggregated
+into one row per repeat, MFU against the device's peak (a GPU's datasheet figure, or a CPU
+calibration, measured again when a run beats it). The node's idle power is sampled once per
+session and energy source, and reused. A rank that fails makes a ``failed`` outcome naming the
+rank, its last lines and where its logs were kept.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from greenbench.errors import WorkerFailed
+from greenbench.launcher.execute import execute, failed_rank_of, threads_per_rank
+from greenbench.launcher.power_limits import held_limit
+from greenbench.launcher.preflight import why_it_cannot_fit, why_too_few_devices
+from greenbench.launcher.runners.base import Peak, RunContext, Shape
+from greenbench.launcher.runners.record import build_record, model_kernels
+from greenbench.rank import user_run
+from greenbench.rank.contention import ContentionWatch
+from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
+from greenbench.vocabulary import RunSpec, is_user_workload
+
+
+class TorchrunRunner:
+    """Runs a configuration's ranks with torchrun (module docstring); takes any configuration
+    no other runner takes."""
+
+    name = "torchrun"
+
+    def __init__(self) -> None:
+        self.idle = IdlePower()
+
+    @classmethod
+    def takes(cls, spec: RunSpec) -> bool:
+        return True
+
+    def shape(self, spec: RunSpec) -> Shape:
+        return Shape(spec.settings["nnodes"], spec.settings["nproc"], launches_ranks=True)
+
+    def peak(self, spec: RunSpec) -> Peak:
+        return Peak(*peak_flops_for(spec))
+
+    def why_not_here(self, spec: RunSpec, peak: Peak, devices: int | None) -> str | None:
+        return why_too_few_devices(spec, devices) or why_it_cannot_fit(
+            spec, trusted_peak(spec, peak.flops)
+        )
+
+    def record(self, spec: RunSpec, ctx: RunContext) -> RunRecord:
+        from greenbench.rank.worker import optimizer_kernel
+
+        kernels = model_kernels(spec, optimizer_kernel(spec.settings["device"]))
+        own: dict[str, Any] = {}
+        if is_user_workload(spec.workload):  # the columns a built-in model and data fill
+            own = user_run.record_fields(spec, ctx.fingerprint.get("versions", {}))
+        return build_record(spec, ctx, device_type=ctx.peak.device_type, kernels=kernels, **own)
+
+    def run(self, spec: RunSpec, ctx: RunContext) -> RunOutcome:
+        idle_w, idle_why = self.idle.get(spec)
+        try:
+            with held_limit(spec, ctx.limit) as held:  # restored on every exit
+                outcome = measure(
+                    spec, ctx.rdzv, ctx.logs_dir, (ctx.peak.flops, ctx.peak.source),
+                    idle_w=idle_w, carbon_g_per_kwh=ctx.carbon[0], idle_why=idle_why,
+                )  # fmt: skip
+        except WorkerFailed as exc:
+            error = str(exc)
+            return RunOutcome(
+                status="failed",
+                error=error,
+                failed_rank=exc.rank if exc.rank is not None else failed_rank_of(error),
+                error_tail=exc.tail,
+                log_path=exc.log_dir,
+            )
+        outcome.warnings += held.problems  # a limit not restored: the doctor retries
+        return outcome
+
+    def follow(self, spec: RunSpec, ctx: RunContext) -> None:
+        with held_limit(spec, ctx.limit):
+            execute(spec, ctx.rdzv)
+
+
+def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
+    """(peak FLOP/s per device, where it came from, device type name) for MFU."""
+    from greenbench.hardware import cpu_peak, gpus, machine
+
+    s = spec.settings
+    if s["device"] == "cuda":
+        import torch
+
+        name = torch.cuda.get_device_name(0)
+        found = gpus.gpu_peak_flops(name, s["precision"])
+        if found is None:
+            return None, None, name
+        return found[0], found[1], name
+    peak = cpu_peak.cpu_gemm_peak_flops(*_cpu_peak_args(spec))
+    return peak, cpu_peak.CPU_GEMM_SOURCE, f"cpu:{machine.cpu_model()}"
+
+
+def trusted_peak(spec: RunSpec, peak: float | None) -> float | None:
+    """``peak`` when a time estimate may rest on it: a datasheet figure, or a CPU calibration
+    taken on a quiet machine. One taken under load comes out low and would overstate the
+    time a run needs, so the up-front time check is skipped rather than trusted to it."""
+    if peak is None or spec.settings["device"] == "cuda":
+        return peak
+    from greenbench.hardware import cpu_peak
+
+    record = cpu_peak.calibration_record(*_cpu_peak_args(spec))
+    return peak if record is not None and record.get("trusted") else None
+
+
+def _cpu_peak_args(spec: RunSpec) -> tuple[int, Any]:
+    """(intra-op threads per rank, torch dtype) the CPU peak of ``spec`` is calibrated for."""
+    import torch
+
+    s = spec.settings
+    dtype = torch.bfloat16 if s["precision"] == "bf16" else torch.float32
+    return threads_per_rank(s["nproc"]), dtype
+
+
+def aggregate_checked(
+    spec: RunSpec,
+    ranks: list[RankResult],
+    peak: float | None,
+    peak_source: str | None,
+    *,
+    n_devices: int,
+    idle_power_w: float | None,
+    carbon_g_per_kwh: float | None,
+    idle_sample_note: str = "",
+) -> tuple[list[RepeatResult], float | None]:
+    """Each repeat's row, and the peak its MFU is relative to.
+
+    A run whose achieved FLOP/s per device beats a CPU calibration proves the calibration too
+    low (e.g. taken while other processes held cores): it is measured again, once, now that the
+    run's ranks have exited, and MFU recomputed against the new peak, each repeat noting it.
+    Where the run still beats the peak (or beats a GPU datasheet figure), MFU is stored unknown
+    with its reason (``metrics.checked_mfu``): never above 1, never clamped.
+    """
+    from dataclasses import replace
+
+    from greenbench.hardware import cpu_peak
+    from greenbench.metrics import aggregate_repeat, exceeds_peak
+
+    def aggregate(p: float | None) -> list[RepeatResult]:
+        return [
+            aggregate_repeat(
+                [r for r in ranks if r.repeat == k],
+                idle_power_w=idle_power_w,
+                peak_flops=p,
+                n_devices=n_devices,
+                carbon_g_per_kwh=carbon_g_per_kwh,
+                idle_sample_note=idle_sample_note,
+            )
+            for k in range(spec.settings["repeats"])
+        ]
+
+    repeats = aggregate(peak)
+    beaten = [r for r in repeats if exceeds_peak(r.flops, r.seconds, peak, n_devices)]
+    if not beaten or peak_source != cpu_peak.CPU_GEMM_SOURCE:
+        return repeats, peak
+    threads, dtype = _cpu_peak_args(spec)
+    before = cpu_peak.describe(cpu_peak.calibration_record(threads, dtype))
+    new_peak = cpu_peak.cpu_gemm_peak_flops(threads, dtype, recalibrate=True)
+    after = cpu_peak.describe(cpu_peak.calibration_record(threads, dtype))
+    achieved = max(r.flops / (r.seconds * n_devices) for r in beaten)
+    note = (
+        f"CPU peak re-measured after the run, which reached {achieved:.3g} FLOP/s per device, "
+        f"above the calibrated {peak:.3g} ({before}); now {new_peak:.3g} ({after})"
+    )
+    return [
+        replace(r, mfu_note="; ".join(filter(None, (r.mfu_note, note))))
+        for r in aggregate(new_peak)
+    ], new_peak
+
+
+class IdlePower:
+    """Idle power of this node, sampled once per energy source and reused for the session.
+
+    The sample is watched (`ContentionWatch`): one taken while other processes kept the machine
+    busy, or another greenbench ran, is returned with why it is unreliable (net energy is then
+    unknown, `metrics.aggregate_repeat`) and not reused: the next configuration samples again.
+    An emulated GPU's idle power is its model's, whatever the machine does."""
+
+    def __init__(self) -> None:
+        self._cache: dict[tuple[str, ...], float | None] = {}
+
+    def get(self, spec: RunSpec) -> tuple[float | None, str]:
+        """(idle watts or None, why the sample is unreliable or "")."""
+        from greenbench.energy import select_meter
+
+        s = spec.settings
+        if s["energy.idle_s"] <= 0:
+            return None, ""
+        key = (s["device"], s["energy.source"], s.get("emulate.gpu", ""))
+        if key in self._cache:
+            return self._cache[key], ""
+        if s.get("emulate.gpu"):  # the emulated GPUs' idle power, from their model
+            from greenbench.rank import emulated_gpu
+
+            meter = emulated_gpu.meter(s, range(s["nproc"]), sample_power=False)
+        else:
+            meter = select_meter(
+                s["device"],
+                None if s["energy.source"] == "auto" else s["energy.source"],
+                gpu_indices=list(range(s["nproc"])) if s["device"] == "cuda" else [],
+                local_rank=0,
+            )
+        try:
+            with ContentionWatch() as watch:
+                watts = meter.idle_power_w(s["energy.idle_s"])
+        finally:
+            meter.close()
+        if watch.contended and not s.get("emulate.gpu"):
+            return watts, f"idle power sampled while {watch.seen}"
+        self._cache[key] = watts
+        return watts, ""
+
+
+def measure(
+    spec: RunSpec,
+    rdzv: dict[str, Any] | None,
+    keep_logs: Path | None,
+    peak: tuple[float | None, str | None],
+    *,
+    idle_w: float | None,
+    carbon_g_per_kwh: float | None,
+    idle_why: str = "",
+) -> RunOutcome:
+    """Run ``spec``'s workers, watching the machine for contention, and aggregate each repeat
+    (the last warning names the contention when there was some; ``idle_why``: why the idle
+    sample is unreliable, so net energy is unknown)."""
+    with ContentionWatch() as watch:
+        execution = execute(spec, rdzv, keep_logs=keep_logs)
+    ranks = execution.ranks
+    s = spec.settings
+    repeats, peak_flops = aggregate_checked(
+        spec, ranks, peak[0], peak[1],
+        n_devices=s["nproc"] * s["nnodes"], idle_power_w=idle_w,
+        carbon_g_per_kwh=carbon_g_per_kwh, idle_sample_note=idle_why,
+    )  # fmt: skip
+    if is_user_workload(spec.workload):
+        repeats = user_run.with_flops_note(spec, repeats)
+    return RunOutcome(
+        status="ok",
+        repeats=repeats,
+        ranks=ranks,
+        peak_flops=peak_flops,
+        peak_flops_source=peak[1],
+        warnings=[*execution.warnings, *([watch.reason] if watch.contended else [])],
+        log_path=execution.log_dir,
+        contended=watch.contended,
+        others_busy_cores=watch.others_busy_cores,
+        other_greenbench=watch.other_greenbench,
+    )
