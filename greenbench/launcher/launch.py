@@ -18,7 +18,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from greenbench.errors import DoesNotFit, GreenbenchError
 from greenbench.launcher.execute import sweep_stale_temp
@@ -33,6 +33,10 @@ from greenbench.launcher.runners import Peak, RunContext, Runners
 from greenbench.processes import stop_handler
 from greenbench.results import RunOutcome
 from greenbench.vocabulary import RunSpec
+
+if TYPE_CHECKING:
+    from greenbench.store import Store
+    from greenbench.store.shard_writer import ShardStore
 
 #: what `run_specs` tells its caller as it goes: (event, configuration, details)
 OnEvent = Callable[[str, RunSpec | None, dict[str, Any]], None]
@@ -139,9 +143,10 @@ def run_specs(
             emit("skip", spec, {})
             continue
         run_id = opts.run_ids[i] if opts.run_ids else new_run_id()
+        carbon = carbon_intensity_g_per_kwh(spec["energy.region"])
         ctx = RunContext(
-            run_id, fingerprint, carbon_intensity_g_per_kwh(spec["energy.region"]), peaks[i],
-            limits.get(i), opts.rdzv, logs_dir_for(db_path) / run_id,
+            run_id, fingerprint, carbon, peaks[i], limit=limits.get(i), rdzv=opts.rdzv,
+            logs_dir=logs_dir_for(db_path) / run_id,
         )  # fmt: skip
         if i in refused:
             reason = f"cannot fit this machine: {refused[i]} (--force runs it anyway)"
@@ -180,7 +185,9 @@ def run_specs(
     return summary
 
 
-def open_store(db_path: Path, to_shards: bool, emit: OnEvent, now: dict[str, Any]) -> Any:
+def open_store(
+    db_path: Path, to_shards: bool, emit: OnEvent, now: dict[str, Any]
+) -> Store | ShardStore:
     """Where this session's runs go: a result shard each (``to_shards``), or the database,
     validated and read block by block before any run starts, with the shards an earlier run
     (or a cluster job) left merged now, one transaction each."""
