@@ -89,7 +89,7 @@ SOAK_RUNS = 4
 #: finalization (``atexit``) writes a file named for its pid into the folder ``MARKS`` names
 FINALIZED = """import atexit, os, sys
 def _mark():
-    if sys.argv[0].endswith(os.path.join("greenbench", "running", "worker.py")):
+    if sys.argv[0].endswith(os.path.join("greenbench", "rank", "worker.py")):
         with open(os.path.join(os.environ["MARKS"], str(os.getpid())), "w") as f:
             f.write(" ".join(sys.argv))
 atexit.register(_mark)
