@@ -114,7 +114,7 @@ def test_the_installed_wheel_runs_the_smoke_suite_from_any_directory(wheel: Path
     assert not imported.is_relative_to(ROOT)
     script = venv / "bin" / "greenbench"
     assert script.read_text().splitlines()[0] == f"#!{python}"  # the entry point runs the venv
-    worker_pyc = site / "greenbench" / "running" / "__pycache__"
+    worker_pyc = site / "greenbench" / "rank" / "__pycache__"
     assert not list(worker_pyc.glob("worker.*.pyc"))  # not imported yet (--no-compile)
 
     db = work / "r.duckdb"
