@@ -35,11 +35,11 @@ def catalog(what: str) -> None:
             "Your own: greenbench run --workload module.path:attribute (docs/user-workloads.md)."
         )
     elif what == "settings":
-        from greenbench.spec import DEFAULTS
+        from greenbench.settings import SCHEMA
 
-        table = Table("setting", "default")
-        for key, value in DEFAULTS.items():
-            table.add_row(cell(key), cell(repr(value)))
+        table = Table("setting", "default", "choices", "what it sets")
+        for key, default, choices, doc in SCHEMA.rows():
+            table.add_row(cell(key), cell(repr(default)), cell(choices), cell(doc))
         console.print(table)
 
 

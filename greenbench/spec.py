@@ -9,7 +9,7 @@ Precedence, lowest first: the defaults below < the workload's base settings < th
 A value given as a list (in TOML, or ``--set key=a,b``) sweeps that setting.
 
 A user workload (``mypkg.bench:workload``, `greenbench.user`) has the settings below that are not
-about greenbench's own models and data (`BUILT_IN_ONLY`), plus its own ``user.*`` settings, typed
+about greenbench's own models and data (each field says), plus its own ``user.*`` settings, typed
 by the defaults it declares. A layer several workloads share (a suite's ``[defaults]``, the
 command line of a suite run) gives each workload the settings it has, and naming a setting none
 of them has is an error; a workload's own layers may name only its settings.
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import difflib
 import itertools
-import math
 import re
 from dataclasses import dataclass, field
 from importlib import resources
@@ -29,174 +28,25 @@ from typing import TYPE_CHECKING, Any
 
 import tomllib
 
+from greenbench.config import USER_PREFIX
 from greenbench.errors import SpecError
+from greenbench.settings import DEFAULTS, SCHEMA
 from greenbench.vocabulary import DEGREES, Layout, RunSpec, is_user_workload, resolve_layout
 
 if TYPE_CHECKING:
     from greenbench.workloads import Workload
 
-#: every setting, its default and its type. ``"auto"`` means "decided when the spec is
-#: resolved": nproc and the layout's degrees from each other (greenbench.vocabulary.layout),
-#: device, precision, the scan kernel and CPU quotas by the launcher on the machine it runs on.
-DEFAULTS: dict[str, Any] = {
-    "strategy": "single",  # single | ddp | fsdp | odc | hybrid | auto (from `layout`)
-    "nproc": "auto",  # ranks per node; auto: the layout's ranks / nnodes (1 without a layout)
-    "nnodes": 1,
-    "layout": "auto",  # the degrees at once, e.g. tp2-dps2 (the others 1); sets layout.*
-    "layout.dp_replicate": "auto",  # data-parallel replicas (ddp fills it)
-    "layout.dp_shard": "auto",  # data-parallel shards (fsdp fills it)
-    "layout.tp": "auto",  # tensor-parallel degree (auto: 1)
-    "layout.pp": "auto",  # pipeline stages (auto: 1)
-    "layout.cp": "auto",  # context-parallel degree (auto: 1)
-    "device": "auto",  # auto | cpu | cuda
-    "precision": "auto",  # auto (fp32 on cpu, bf16 on cuda) | fp32 | bf16
-    "repeats": 3,
-    "seed": 0,
-    "timeout_s": 900.0,
-    "model.family": "transformer",
-    "model.size": "tiny",
-    # the scan kernel of a state-space family, each family checks its own choices:
-    # auto | native | torch | triton | mamba-ssm | fla
-    "model.scan": "auto",
-    "data.lengths": "fixed",
-    "data.seq_len": 256,
-    "data.global_batch": 8,  # sequences per optimizer step, over all ranks
-    "data.micro_batch": 4,  # packed rows per microbatch
-    "data.scale": 1.0 / 32.0,  # length scale for post-training distributions on CPU
-    "data.cost_model": "linear",
-    "data.balance": "auto",  # auto (the strategy's own: balanced-cost for odc) | same-count | …
-    "train.steps": 3,  # minimum measured steps per repeat
-    "train.max_steps": 200,  # upper bound when a window is lengthened to min_window_s
-    "train.warmup_steps": 2,
-    "train.lr": 1e-3,
-    "train.pp_schedule": "1f1b",  # pipeline schedule when layout.pp > 1: 1f1b | gpipe
-    # torch.compile of each block: auto (on for the Transformer on CUDA under single, ddp or
-    # fsdp; off elsewhere) | on | off
-    "train.compile": "auto",
-    # liger-kernel's fused norm, RoPE, SwiGLU and linear cross-entropy for the Transformer:
-    # auto (on where it is installed, on CUDA under single, ddp or fsdp) | on | off
-    "model.liger": "auto",
-    "train.min_window_s": 1.0,
-    "energy.source": "auto",  # auto | nvml | zeus | rapl | estimate
-    "energy.region": "world",  # ISO-3 country code or cloud region for carbon intensity
-    "energy.idle_s": 1.0,  # idle-power sampling window before the suite (0 disables)
-    # the node's own power meter, stored beside the run's devices as energy_node_j: auto (IPMI
-    # DCMI where ipmitool answers, Redfish where energy.redfish_url is set) | off | ipmi | redfish
-    "energy.node": "auto",
-    # a Redfish Power or EnvironmentMetrics resource of this node's BMC, e.g.
-    # https://bmc/redfish/v1/Chassis/1/EnvironmentMetrics (credentials: $GREENBENCH_REDFISH_USER,
-    # $GREENBENCH_REDFISH_PASSWORD, never stored)
-    "energy.redfish_url": "",
-    "energy.node_poll_s": 1.0,  # seconds between node meter readings
-    # GPU power limit, in watts or as a fraction of the default limit (at most one; 0: the
-    # device's own limit, untouched); set through NVML as root or through zeusd before the
-    # warm-up, always restored. The watts applied are part of the identity.
-    "gpu.power_limit_w": 0.0,
-    "gpu.power_limit_frac": 0.0,
-    # CPU ranks stand in for GPUs of this type (h100, a100, …; "": off) whose NVML is
-    # greenbench's power model: the power-limit path without a GPU, its energy labelled emulated
-    "emulate.gpu": "",
-    # How a shared CPU is made to behave like one device per rank; part of the identity.
-    "emulate.rank_cpu_quota": "auto",  # auto (on when ranks outnumber cores) | on | off
-    # SkipPipe (strategy=skippipe): nodes per stage (data nodes first), the share of the other
-    # stages each microbatch skips, the paths' scheduler, a node that stops serving mid-run
-    "skippipe.mode": "real",  # real | simulate (the discrete-event simulator, labelled)
-    # the simulated network: local (the run's own nodes on one host, emulate.link_* links) |
-    # gcp12 (SkipPipe's published 20 nodes over 12 GCP regions; skippipe.stages=5-3-3-3-3-3)
-    "skippipe.network": "local",
-    "skippipe.stages": "1-2-1",
-    "skippipe.skip": 0.5,
-    "skippipe.schedule": "skippipe",  # skippipe | random | full (every stage: GPipe order)
-    "skippipe.fail_node": -1,  # this node stops serving from step skippipe.fail_step
-    "skippipe.fail_step": 0,
-    # Heterogeneity emulated for skippipe: link delay and slow nodes (part of the identity)
-    "emulate.link_latency_ms": 0.0,
-    "emulate.link_bandwidth_gbps": 0.0,  # 0: no bandwidth limit
-    "emulate.slow_nodes": "",  # ranks that compute emulate.slowdown times as long: "2", "1-3"
-    "emulate.slowdown": 1.0,
-    # Instrumentation for testing greenbench itself; excluded from the configuration identity.
-    "debug.slowdown_s": 0.0,  # extra compute (seconds) added to every training step
-    "debug.fail_rank": -1,  # this rank raises at the first measured step
-    "debug.hang_rank": -1,  # this rank sleeps forever at the first measured step
-    "debug.kill_rank": -1,  # this rank SIGKILLs itself at the first measured step
-    "debug.oom_rank": -1,  # this rank makes an allocation the machine cannot satisfy
-    "debug.abort_at_exit_rank": -1,  # this rank aborts (SIGABRT) after the results are written
-    "debug.fault_microbatch": 0,  # the microbatch of the first measured step the faults fire at
-}
-
-
-#: settings that take an integer or "auto" (resolved before a run)
-AUTO_INTS = ("nproc", *(f"layout.{d}" for d in DEGREES))
-
-CHOICES: dict[str, tuple[str, ...]] = {
-    "device": ("auto", "cpu", "cuda"),
-    "model.scan": ("auto", "native", "torch", "triton", "mamba-ssm", "fla"),
-    "emulate.rank_cpu_quota": ("auto", "on", "off"),
-    "precision": ("auto", "fp32", "bf16"),
-    "data.balance": ("auto", "same-count", "sampler", "balanced-cost"),
-    "train.pp_schedule": ("1f1b", "gpipe"),
-    "train.compile": ("auto", "on", "off"),
-    "model.liger": ("auto", "on", "off"),
-    "skippipe.mode": ("real", "simulate"),
-    "skippipe.network": ("local", "gcp12"),
-    "skippipe.schedule": ("skippipe", "random", "full"),
-    "energy.source": ("auto", "nvml", "zeus", "rapl", "estimate"),
-    "energy.node": ("auto", "off", "ipmi", "redfish"),
-}
-
-MAX_SEED = 2**63 - 1
-MAX_IDLE_S = 60.0
-
-POSITIVE = (
-    "nproc",
-    "nnodes",
-    "repeats",
-    "data.seq_len",
-    "data.global_batch",
-    "data.micro_batch",
-    "data.scale",
-    "train.steps",
-    "train.max_steps",
-    "timeout_s",
-    "energy.node_poll_s",
-)
-NON_NEGATIVE = (
-    "seed",
-    "train.warmup_steps",
-    "train.lr",
-    "train.min_window_s",
-    "energy.idle_s",
-    "debug.slowdown_s",
-    "debug.fault_microbatch",
-    "skippipe.fail_step",
-    "emulate.link_latency_ms",
-    "emulate.link_bandwidth_gbps",
-    "gpu.power_limit_w",
-    "gpu.power_limit_frac",
-)
-
-
-#: settings of greenbench's own models, data and schedules (prefixes and keys), which a user
-#: workload does not have: its model, batches and their settings are its own
-BUILT_IN_ONLY = (
-    "model.",
-    "data.",
-    "skippipe.",
-    "emulate.link_",
-    "emulate.slow",
-    "train.pp_schedule",
-)
-#: the prefix of a user workload's own settings (`greenbench.user.contract.USER_PREFIX`)
-USER_PREFIX = "user."
+#: settings that take an integer or "auto", made concrete when a spec is resolved
+RESOLVED = ("nproc", *(f"layout.{d}" for d in DEGREES))
 
 
 def settings_table(workload: Workload) -> dict[str, Any]:
     """Every setting ``workload`` has, with its default: `DEFAULTS` for greenbench's own; for a
-    user workload those not in `BUILT_IN_ONLY`, and its own ``user.*`` settings."""
+    user workload those not about greenbench's own models and data, and its own ``user.*``
+    settings."""
     if workload.user is None:
         return DEFAULTS
-    common = {k: v for k, v in DEFAULTS.items() if not k.startswith(BUILT_IN_ONLY)}
-    return common | workload.user.workload.user_settings()
+    return SCHEMA.defaults(built_in=False) | workload.user.workload.user_settings()
 
 
 #: the devices a suite may give settings of their own (``[defaults.cuda]``, ``[entries.cuda]``)
@@ -257,58 +107,11 @@ def coerce(key: str, value: Any, table: dict[str, Any] | None = None) -> Any:
     if key.startswith(USER_PREFIX) and key not in table:
         check_user_key(key)
         return value
-    check_key(key, table)
-    default = table[key]
-    if isinstance(value, list):
-        if not value:
-            raise SpecError(f"setting {key!r} sweeps no values (an empty list)")
-        if any(isinstance(v, (list, dict)) for v in value):
-            raise SpecError(f"setting {key!r}: a sweep is a flat list of values, got {value!r}")
-        return [coerce(key, v, table) for v in value]
-    if isinstance(value, dict):
-        raise SpecError(f"setting {key!r} expects a value, got a table {value!r}")
-    if key in AUTO_INTS:
-        if isinstance(value, str) and value.strip().lower() == "auto":
-            return "auto"
-        try:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError(value)
-            return int(value)
-        except (TypeError, ValueError, OverflowError):
-            raise SpecError(f"setting {key!r} expects an int or 'auto', got {value!r}") from None
-    kind = type(default)
-    try:
-        if kind is bool:
-            if isinstance(value, str):
-                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
-                    raise ValueError(value)
-                return value.lower() in ("true", "1", "yes")
-            return bool(value)
-        if kind is int:
-            if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-                raise ValueError(value)
-            return int(value)
-        if kind is float:
-            if isinstance(value, bool) or not math.isfinite(float(value)):
-                raise ValueError(value)
-            return float(value)
-        if not isinstance(value, str):
-            raise ValueError(value)
-        return value
-    except (TypeError, ValueError):
-        raise SpecError(
-            f"setting {key!r} expects a finite {kind.__name__}, got {value!r}"
-            if kind is float
-            else f"setting {key!r} expects {kind.__name__}, got {value!r}"
-        ) from None
+    return SCHEMA.coerce(key, value, table)
 
 
 def check_key(key: str, table: dict[str, Any] | None = None) -> None:
-    table = DEFAULTS if table is None else table
-    if key not in table:
-        close = difflib.get_close_matches(key, table, n=1)
-        hint = f" (did you mean {close[0]!r}?)" if close else ""
-        raise SpecError(f"unknown setting {key!r}{hint}; `greenbench list settings` shows them")
+    SCHEMA.check_key(key, DEFAULTS if table is None else table)
 
 
 def check_user_key(key: str) -> None:
@@ -581,91 +384,12 @@ def default_device() -> str:
 
 
 def check_values(s: dict[str, Any]) -> None:
-    """Every value on its own: choices, registries, presets, signs. SpecError on the first.
-    (A user workload's settings lack those of `BUILT_IN_ONLY`: only the present are checked.)"""
-    from greenbench.data import COST_MODELS, LENGTH_DISTRIBUTIONS
-    from greenbench.energy.carbon import carbon_intensity_g_per_kwh
-    from greenbench.models import FAMILIES
-    from greenbench.strategies import STRATEGIES
-
-    for key, choices in CHOICES.items():
-        if key in s and s[key] not in choices:
-            raise SpecError(f"{key}={s[key]!r} is not one of {', '.join(choices)}")
-    named = {
-        "strategy": STRATEGIES,
-        "model.family": FAMILIES,
-        "data.lengths": LENGTH_DISTRIBUTIONS,
-        "data.cost_model": COST_MODELS,
-    }
-    for key, registry in named.items():
-        if key in s and s[key] not in registry:
-            raise SpecError(f"{key}={s[key]!r} is not one of {', '.join(sorted(registry))}")
-    sizes = FAMILIES[s["model.family"]].presets if "model.family" in s else {}
-    if "model.family" in s and s["model.size"] not in sizes:
-        raise SpecError(
-            f"model.size={s['model.size']!r} is not a {s['model.family']} preset "
-            f"({', '.join(sizes)})"
-        )
-    for key in POSITIVE:
-        if key in s and s[key] != "auto" and not s[key] > 0:
-            raise SpecError(f"{key} must be > 0, got {s[key]!r}")
-    for key in NON_NEGATIVE:
-        if key in s and not s[key] >= 0:
-            raise SpecError(f"{key} must be >= 0, got {s[key]!r}")
-    for key in AUTO_INTS:
-        if s[key] != "auto" and not s[key] >= 1:
-            raise SpecError(f"{key} must be >= 1 or 'auto', got {s[key]!r}")
-    if s["train.max_steps"] < s["train.steps"]:
-        raise SpecError("train.max_steps must be >= train.steps")
-    if s["energy.idle_s"] > MAX_IDLE_S:
-        raise SpecError(
-            f"energy.idle_s={s['energy.idle_s']:g} is longer than {MAX_IDLE_S:g} s: a longer "
-            "idle window only delays the run (its power is averaged over the window)"
-        )
-    if s["seed"] > MAX_SEED:
-        raise SpecError(f"seed must be at most 2**63 - 1 (a 64-bit integer), got {s['seed']}")
-    carbon_intensity_g_per_kwh(s["energy.region"])  # SpecError for an unknown region
-    check_power_settings(s)
-
-
-def check_power_settings(s: dict[str, Any]) -> None:
-    """The GPU power limit, the emulated GPU and the node meter, against each other and the
-    device (a device still ``auto`` is checked again by the launcher once it is known)."""
-    from greenbench.hardware.gpus import DEVICE_TYPES
-
-    watts, fraction = s.get("gpu.power_limit_w", 0.0), s.get("gpu.power_limit_frac", 0.0)
-    if watts > 0 and fraction > 0:
-        raise SpecError(
-            "set at most one of gpu.power_limit_w (watts) and gpu.power_limit_frac (a fraction "
-            "of the default limit)"
-        )
-    gpu = s.get("emulate.gpu", "")
-    if gpu:
-        if gpu not in DEVICE_TYPES:
-            raise SpecError(
-                f"emulate.gpu={gpu!r} is not a GPU type greenbench models "
-                f"({', '.join(sorted(DEVICE_TYPES))})"
-            )
-        if s.get("device") == "cuda":
-            raise SpecError("emulate.gpu stands CPU ranks in for GPUs: it runs on device cpu")
-        if s.get("energy.source", "auto") != "auto":
-            raise SpecError(
-                "an emulated GPU's energy comes from its power model: leave energy.source auto"
-            )
-    elif (watts > 0 or fraction > 0) and s.get("device") == "cpu":
-        raise SpecError(
-            "a GPU power limit (gpu.power_limit_w or gpu.power_limit_frac) needs GPUs, and this "
-            "run's device is cpu: use --device cuda, or emulate.gpu=h100 to try it on an "
-            "emulated GPU"
-        )
-    url = s.get("energy.redfish_url", "")
-    if url and not url.startswith(("http://", "https://")):
-        raise SpecError(f"energy.redfish_url must be an http:// or https:// URL, got {url!r}")
-    if s.get("energy.node") == "redfish" and not url:
-        raise SpecError(
-            "energy.node=redfish needs energy.redfish_url (the BMC's Power or "
-            "EnvironmentMetrics resource)"
-        )
+    """Every value on its own (choices, registries, bounds), then each section's checks of its
+    settings together (presets, the power limit against the device, …): SpecError on the first.
+    (A user workload's settings lack those about greenbench's own models and data: only the
+    present are checked.)"""
+    SCHEMA.check(s)
+    SCHEMA.check_sections(s)
 
 
 def check_degrees_fit_model(s: dict[str, Any], degrees: dict[str, int]) -> None:
@@ -778,7 +502,7 @@ def validate(spec: RunSpec) -> None:
 
     s = spec.settings
     check_values(s)
-    if any(s.get(key) == "auto" for key in (*AUTO_INTS, "data.balance")):
+    if any(s.get(key) == "auto" for key in (*RESOLVED, "data.balance")):
         raise SpecError("validate needs a resolved spec (nproc, layout.*, data.balance concrete)")
     layout = spec.layout
     check_degrees_fit_model(s, layout.degrees())

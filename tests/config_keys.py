@@ -12,6 +12,7 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
+from greenbench.settings import spec_key
 from greenbench.vocabulary import RunSpec
 
 FIXTURE = Path(__file__).parent / "fixtures" / "config_keys.json"
@@ -67,14 +68,13 @@ def current_keys() -> dict[str, list[str]]:
 
 
 def _keys(specs: list[RunSpec]) -> list[str]:
-    from greenbench.vocabulary import config_key
 
     keys = []
     for spec in specs:
         resolved = _resolved_on_cpu(spec)
-        keys.append(f"{spec.name} | {config_key(spec.identity())}")
+        keys.append(f"{spec.name} | {spec_key(spec)}")
         if resolved is not None:
-            keys.append(f"  resolved {resolved.name} | {config_key(resolved.identity())}")
+            keys.append(f"  resolved {resolved.name} | {spec_key(resolved)}")
     return keys
 
 

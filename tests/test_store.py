@@ -16,6 +16,7 @@ import pytest
 from greenbench.energy.base import EnergyWindow, PowerSample
 from greenbench.errors import StoreError
 from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.settings import spec_identity
 from greenbench.store import (
     Store,
     check_integrity,
@@ -894,7 +895,7 @@ def test_runs_written_before_layouts_migrate_and_match_new_runs(tmp_path: Path) 
     assert json.loads(ddp["kernels"]) == {"attention": "sdpa"}
     assert not ddp["rank_cpu_quota"]
     for old, new in ((ddp, new_ddp), (fsdp, new_fsdp), (mamba, new_mamba)):
-        assert old["config_key"] == key_of(new.identity()), old["run_id"]
+        assert old["config_key"] == key_of(spec_identity(new)), old["run_id"]
 
 
 def test_runs_under_cpu_quotas_are_renamed_once(

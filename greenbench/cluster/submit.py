@@ -34,7 +34,8 @@ from greenbench.cluster.options import ClusterOptions
 from greenbench.cluster.plan import JobShape, Plan, plan_jobs
 from greenbench.cluster.sbatch import slurm_parameters
 from greenbench.errors import DoesNotFit, SpecError, StoreError
-from greenbench.store import Store, config_key
+from greenbench.settings import spec_key
+from greenbench.store import Store
 from greenbench.vocabulary import RunSpec
 
 #: (config key as submitted, label): how a configuration is named across submissions
@@ -42,7 +43,7 @@ Key = tuple[str, str | None]
 
 
 def submitted_key(spec: RunSpec) -> Key:
-    return (config_key(spec.identity()), spec.label)
+    return (spec_key(spec), spec.label)
 
 
 def submit(

@@ -26,12 +26,12 @@ from typing import Any
 
 from greenbench.errors import SpecError
 from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.settings import identity_of
 from greenbench.vocabulary import (
     OWN_LOOP_STRATEGY,
     WHOLE_PROCESS_STRATEGY,
     Layout,
     config_key,
-    identity,
 )
 
 LOOP_STRATEGY = OWN_LOOP_STRATEGY
@@ -75,7 +75,7 @@ def run_row(
         "suite": None,
         "workload": workload,
         "config_name": config_name,
-        "config_key": config_key(identity(s, workload)),
+        "config_key": config_key(identity_of(s, workload)),
         "config": json.dumps(
             {"workload": workload, "suite": None, "label": label, "settings": s},
             sort_keys=True,

@@ -45,7 +45,8 @@ from typing import Any
 import pandas as pd
 
 from greenbench.reporting.leaderboard import pareto_front
-from greenbench.vocabulary import config_key, energy_label, identity
+from greenbench.settings import identity_of
+from greenbench.vocabulary import config_key, energy_label
 
 #: the knee's slowdown bound (time at the limit over time at the highest limit)
 MAX_SLOWDOWN = 1.10
@@ -75,7 +76,7 @@ def sweep_key(config: Any, workload: str) -> str:
     """The identity of a run's configuration without its power limit."""
     settings = (json.loads(config) if isinstance(config, str) else config or {}).get("settings", {})
     rest = {k: v for k, v in settings.items() if k not in LIMIT_KEYS}
-    return config_key(identity(rest, workload))
+    return config_key(identity_of(rest, workload))
 
 
 def base_name(config_name: str) -> str:

@@ -42,6 +42,7 @@ from greenbench.running.preflight import (
 )
 from greenbench.running.rank_meters import check_node_meters
 from greenbench.running.resolve import resolve_spec
+from greenbench.settings import spec_key
 from greenbench.vocabulary import RunSpec, is_user_workload
 
 
@@ -213,7 +214,6 @@ def run_row(
 def spec_columns(spec: RunSpec, run_id: str) -> dict[str, Any]:
     """The columns of a run's ``runs`` row its spec alone fills (status ``running``, started
     now): what a cluster's submitter knows of a configuration its job never began."""
-    from greenbench.store import config_key
 
     s = spec.settings
     layout = spec.layout
@@ -222,7 +222,7 @@ def spec_columns(spec: RunSpec, run_id: str) -> dict[str, Any]:
         "suite": spec.suite,
         "workload": spec.workload,
         "config_name": spec.name,
-        "config_key": config_key(spec.identity()),
+        "config_key": spec_key(spec),
         "config": json.dumps(spec.to_dict(), sort_keys=True),
         "model_family": s.get("model.family"),
         "model_size": s.get("model.size"),
@@ -321,7 +321,7 @@ def run_specs(
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.hardware.fingerprint import fingerprint as machine_fingerprint
     from greenbench.running.cpu_quota import sweep_stale
-    from greenbench.store import Store, config_key, merge_pending, new_run_id
+    from greenbench.store import Store, merge_pending, new_run_id
     from greenbench.store.shard_writer import ShardStore
 
     emit = on_event or (lambda *_: None)
@@ -375,7 +375,7 @@ def run_specs(
     done = finished_configs(db_path) if resume else set()
     for i, spec in enumerate(specs):
         s = spec.settings
-        if (config_key(spec.identity()), spec.label) in done:
+        if (spec_key(spec), spec.label) in done:
             emit("skip", spec, {})
             continue
         carbon = carbon_intensity_g_per_kwh(s["energy.region"])

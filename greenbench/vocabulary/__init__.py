@@ -17,12 +17,8 @@ from greenbench.vocabulary.energy import (
     is_simulated,
 )
 from greenbench.vocabulary.identity import (
-    NON_IDENTITY_KEYS,
-    NON_IDENTITY_PREFIXES,
     SAME_CONFIGURATION,
     config_key,
-    identity,
-    is_identity_key,
 )
 from greenbench.vocabulary.layout import DEGREES, MESH_ORDER, Layout, resolve_layout
 from greenbench.vocabulary.metrics import (
@@ -52,8 +48,6 @@ __all__ = [
     "METRICS",
     "MODELLED_SOURCES",
     "NODE_SOURCES",
-    "NON_IDENTITY_KEYS",
-    "NON_IDENTITY_PREFIXES",
     "OWN_LOOP_STRATEGY",
     "OWN_MEASUREMENT_KINDS",
     "SAME_CONFIGURATION",
@@ -66,8 +60,6 @@ __all__ = [
     "RunSpec",
     "config_key",
     "energy_label",
-    "identity",
-    "is_identity_key",
     "is_simulated",
     "is_user_workload",
     "resolve_layout",

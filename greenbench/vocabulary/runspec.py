@@ -10,7 +10,6 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from greenbench.vocabulary.identity import identity
 from greenbench.vocabulary.layout import DEGREES, Layout
 
 #: the ``strategy`` of a user's own measurement, which no greenbench workload trains: an own loop
@@ -90,10 +89,6 @@ class RunSpec:
             return f"published/24-layer seq=1024 {what}"
         model = f"{s['model.family']}/{s['model.size']}"
         return f"{model} seq={s['data.seq_len']} {s['data.lengths']} {what}"
-
-    def identity(self) -> dict[str, Any]:
-        """The settings that define "the same configuration" (for config_key)."""
-        return identity(self.settings, self.workload)
 
     @property
     def layout(self) -> Layout:
