@@ -16,7 +16,7 @@ import pytest
 from greenbench.energy.base import EnergyWindow, PowerSample
 from greenbench.errors import StoreError
 from greenbench.results import RankResult, RepeatResult, RunOutcome
-from greenbench.settings import spec_identity
+from greenbench.settings import identity_of, spec_identity
 from greenbench.store import (
     Store,
     check_integrity,
@@ -455,18 +455,16 @@ def test_get_run_unknown_and_ambiguous(tmp_path: Path) -> None:
 def test_ids_and_config_key() -> None:
     ids = {new_run_id() for _ in range(100)}
     assert len(ids) == 100 and all(len(i) == 12 and int(i, 16) >= 0 for i in ids)
-    base = {"workload": "w", "settings": {"data.seq_len": 256, "seed": 0, "repeats": 3}}
-    key = config_key(base)
+    base = {"data.seq_len": 256, "seed": 0, "repeats": 3}
+    key = config_key(identity_of(base, "w"))
     assert len(key) == 16
-    same = {
-        "label": "feature",
-        "suite": "ci",
-        "settings": {"repeats": 5, "seed": 0, "debug.slowdown_s": 1.0, "data.seq_len": 256},
-        "workload": "w",
-    }
-    assert config_key(same) == key
-    assert config_key({"workload": "w", "settings": {"data.seq_len": 512, "seed": 0}}) != key
-    assert config_key({"workload": "w", "settings": {"data.seq_len": 256, "seed": 1}}) != key
+    # repeats and test instrumentation are not part of a configuration (nor are a run's label
+    # and suite, which are not settings)
+    same = {"repeats": 5, "seed": 0, "debug.slowdown_s": 1.0, "data.seq_len": 256}
+    assert config_key(identity_of(same, "w")) == key
+    assert config_key(identity_of({"data.seq_len": 512, "seed": 0}, "w")) != key
+    assert config_key(identity_of({"data.seq_len": 256, "seed": 1}, "w")) != key
+    assert config_key(identity_of(base, "v")) != key
 
 
 # --------------------------------------------------------------------------- refusals
