@@ -31,7 +31,8 @@ import tomllib
 from greenbench.config import USER_PREFIX
 from greenbench.errors import SpecError
 from greenbench.settings import DEFAULTS, SCHEMA
-from greenbench.vocabulary import DEGREES, Layout, RunSpec, is_user_workload, resolve_layout
+from greenbench.settings.runspec import RunSpec
+from greenbench.vocabulary import DEGREES, Layout, is_user_workload, resolve_layout
 
 if TYPE_CHECKING:
     from greenbench.workloads import Workload

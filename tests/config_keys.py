@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from greenbench.settings import spec_key
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
 
 FIXTURE = Path(__file__).parent / "fixtures" / "config_keys.json"
 EXAMPLE_SUITE = Path(__file__).parents[1] / "examples" / "tinylm" / "energy.toml"

@@ -17,7 +17,7 @@ from greenbench.cluster.watch import wait_with_progress
 from greenbench.errors import DoesNotFit, SpecError
 from greenbench.running.launch import install_interrupt_handlers
 from greenbench.running.progress import print_summary
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
 
 
 def run_on_cluster(

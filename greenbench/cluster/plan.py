@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from greenbench.cluster.options import ClusterOptions
 from greenbench.errors import SpecError
 from greenbench.running import simulated
+from greenbench.settings.runspec import RunSpec
 from greenbench.store import new_run_id
-from greenbench.vocabulary import RunSpec
 
 
 @dataclass(frozen=True, slots=True)

@@ -35,8 +35,8 @@ from greenbench.cluster.plan import JobShape, Plan, plan_jobs
 from greenbench.cluster.sbatch import slurm_parameters
 from greenbench.errors import DoesNotFit, SpecError, StoreError
 from greenbench.settings import spec_key
+from greenbench.settings.runspec import RunSpec
 from greenbench.store import Store
-from greenbench.vocabulary import RunSpec
 
 #: (config key as submitted, label): how a configuration is named across submissions
 Key = tuple[str, str | None]

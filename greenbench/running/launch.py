@@ -43,7 +43,8 @@ from greenbench.running.preflight import (
 from greenbench.running.rank_meters import check_node_meters
 from greenbench.running.resolve import resolve_spec
 from greenbench.settings import spec_key
-from greenbench.vocabulary import RunSpec, is_user_workload
+from greenbench.settings.runspec import RunSpec
+from greenbench.vocabulary import is_user_workload
 
 
 @dataclass(slots=True)

@@ -45,7 +45,7 @@ from greenbench.energy.power_limit import (
 )
 from greenbench.hardware.machine import cache_dir
 from greenbench.running import emulated_gpu
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
 
 JOURNAL_NAME = "power-limits.json"
 

@@ -18,7 +18,8 @@ from rich.table import Table
 
 from greenbench.metrics import run_medians
 from greenbench.running.launch import RunSummary, install_interrupt_handlers, run_specs
-from greenbench.vocabulary import RunSpec, energy_label
+from greenbench.settings.runspec import RunSpec
+from greenbench.vocabulary import energy_label
 from greenbench.vocabulary.trust import Trust
 
 

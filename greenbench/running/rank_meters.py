@@ -15,7 +15,7 @@ from greenbench.energy.base import EnergyWindow, Meter
 from greenbench.running import emulated_gpu
 from greenbench.running.emulated_gpu import EmulatedDevice
 from greenbench.running.power_limits import requested
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
 
 
 @dataclass(slots=True)

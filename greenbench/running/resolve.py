@@ -10,7 +10,8 @@ import os
 from dataclasses import replace
 
 from greenbench.errors import DeviceUnavailable, KernelUnavailable, SpecError
-from greenbench.vocabulary import RunSpec, is_user_workload
+from greenbench.settings.runspec import RunSpec
+from greenbench.vocabulary import is_user_workload
 
 
 def resolve_device(spec: RunSpec) -> RunSpec:

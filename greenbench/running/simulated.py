@@ -57,7 +57,8 @@ from greenbench.plan.skippipe.topology import (
     published_topology,
 )
 from greenbench.results import RankResult, RepeatResult, RunOutcome
-from greenbench.vocabulary import SIMULATED_SOURCE, Layout, RunSpec
+from greenbench.settings.runspec import RunSpec
+from greenbench.vocabulary import SIMULATED_SOURCE, Layout
 
 #: assumed power of one node computing, W (not measured: an accelerator node under load)
 ASSUMED_BUSY_W = 600.0

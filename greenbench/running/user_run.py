@@ -14,8 +14,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from greenbench.settings.runspec import RunSpec
 from greenbench.user.contract import FLOPS_COUNTED, FLOPS_GIVEN, own_settings
-from greenbench.vocabulary import RunSpec
 
 if TYPE_CHECKING:
     import torch

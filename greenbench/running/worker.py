@@ -39,9 +39,10 @@ from greenbench.running.hangs import dump_stacks_on_request
 from greenbench.running.rank_meters import rank_meters
 from greenbench.running.state_memory import StateMemory
 from greenbench.running.window import ModelFlops, StepFlops, WindowTally, settle_calls
+from greenbench.settings.runspec import RunSpec
 from greenbench.strategies import STRATEGIES, DistContext, Strategy
 from greenbench.strategies.base import synchronize
-from greenbench.vocabulary import RunSpec, is_user_workload
+from greenbench.vocabulary import is_user_workload
 
 
 def dist_context(device: str, precision: str) -> DistContext:

@@ -22,8 +22,9 @@ from greenbench.settings.run import (
     RunSettings,
     TrainSettings,
 )
+from greenbench.settings.runspec import RunSpec
 from greenbench.strategies.skippipe.settings import SkipPipeSettings
-from greenbench.vocabulary import RunSpec, config_key
+from greenbench.vocabulary import config_key
 
 SCHEMA = Schema(
     (
@@ -76,6 +77,7 @@ __all__ = [
     "LayoutSettings",
     "ModelSettings",
     "RunSettings",
+    "RunSpec",
     "SkipPipeSettings",
     "TrainSettings",
     "config_of",

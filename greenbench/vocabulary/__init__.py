@@ -1,9 +1,9 @@
 """The results vocabulary: one torch-free place for what every layer must agree on.
 
-Identity keys and `config_key`, the columns that make two runs "the same configuration"
-(hardware included), metric definitions (name, label, unit, better direction), the energy label,
-the `Layout` value, and the `RunSpec` a configuration is run from. The spec, the launcher, the
-store, compare, reports and the dashboard import it; it imports nothing of theirs.
+`config_key`, the columns that make two runs "the same configuration" (hardware included),
+metric definitions (name, label, unit, better direction), the energy label, the `Layout` value,
+and which kind of workload a run is. The spec, the launcher, the store, compare, reports and the
+dashboard import it; it imports nothing of theirs.
 """
 
 from greenbench.vocabulary.energy import (
@@ -29,11 +29,10 @@ from greenbench.vocabulary.metrics import (
     Better,
     Metric,
 )
-from greenbench.vocabulary.runspec import (
+from greenbench.vocabulary.workload_kinds import (
     OWN_LOOP_STRATEGY,
     OWN_MEASUREMENT_KINDS,
     WHOLE_PROCESS_STRATEGY,
-    RunSpec,
     is_user_workload,
 )
 
@@ -57,7 +56,6 @@ __all__ = [
     "Better",
     "Layout",
     "Metric",
-    "RunSpec",
     "config_key",
     "energy_label",
     "is_simulated",

@@ -35,8 +35,8 @@ from greenbench.running.power_limits import (
     restore_stale,
 )
 from greenbench.settings import spec_identity
+from greenbench.settings.runspec import RunSpec
 from greenbench.spec import expand
-from greenbench.vocabulary import RunSpec
 
 
 @pytest.fixture(autouse=True)
