@@ -6,6 +6,7 @@ Registries: ``LENGTH_DISTRIBUTIONS`` (lengths.py), ``COST_MODELS`` and ``ASSIGN_
 """
 
 from greenbench.data.batches import Microbatch, StepBatch, collate_microbatch, make_step_batches
+from greenbench.data.feed import DataPlan
 from greenbench.data.lengths import LENGTH_DISTRIBUTIONS, draw_lengths, sample_lengths
 from greenbench.data.markov import MarkovSource
 from greenbench.data.packing import (
@@ -17,7 +18,6 @@ from greenbench.data.packing import (
     step_cost,
 )
 from greenbench.data.partition import karmarkar_karp
-from greenbench.data.plan import DataPlan
 
 __all__ = [
     "ASSIGN_MODES",
