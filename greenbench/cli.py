@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import click
 
+from greenbench.energy.sources import SOURCE_CHOICES
 from greenbench.errors import GreenbenchError
 
 DB_HELP = "DuckDB results file (default: $GREENBENCH_DB or ./greenbench.duckdb)"
@@ -141,7 +142,7 @@ def restore_power_limits() -> None:
 @click.option("--nproc", type=click.IntRange(min=1), help="ranks per node")
 @click.option(
     "--energy-source",
-    type=click.Choice(["auto", "nvml", "zeus", "rapl", "estimate"]),
+    type=click.Choice(SOURCE_CHOICES),
     help="force an energy source (fails if unavailable)",
 )
 @click.option("--label", help="tag stored with every run, for `greenbench compare`")
@@ -322,7 +323,7 @@ def run(
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
 @click.option(
     "--energy-source",
-    type=click.Choice(["auto", "nvml", "zeus", "rapl", "estimate"]),
+    type=click.Choice(SOURCE_CHOICES),
     default="auto",
     help="force an energy source (fails if unavailable)",
 )
