@@ -359,17 +359,29 @@ def measure(
     sys.exit(result.exit_code)
 
 
+#: `greenbench list` over greenbench's registries (`cli_views.registry_listing`)
+REGISTRY_LISTS = ("strategies", "model-families", "energy-sources", "report-sections")
+
+
 @main.command(name="list")
-@click.argument("what", type=click.Choice(["suites", "workloads", "runs", "settings"]))
+@click.argument(
+    "what", type=click.Choice(["suites", "workloads", "runs", "settings", *REGISTRY_LISTS])
+)
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @click.option("--limit", type=click.IntRange(min=1), default=30, show_default=True)
 @friendly
 def list_(what: str, db: Path | None, limit: int) -> None:
-    """List suites, workloads, stored runs, or every setting with its default."""
+    """List suites, workloads, stored runs, every setting with its default, or what greenbench
+    offers: strategies, model families, energy sources and report sections (one line each)."""
     if what == "runs":
         from greenbench.reporting.terminal import runs_table
 
         runs_table(db or default_db(), limit)
+        return
+    if what in REGISTRY_LISTS:
+        from greenbench.cli_views import registry_listing
+
+        registry_listing(what)
         return
     from greenbench.cli_views import catalog
 
