@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import click
 
+from greenbench.energy.sources import SOURCE_CHOICES
 from greenbench.errors import GreenbenchError
 
 DB_HELP = "DuckDB results file (default: $GREENBENCH_DB or ./greenbench.duckdb)"
@@ -141,7 +142,7 @@ def restore_power_limits() -> None:
 @click.option("--nproc", type=click.IntRange(min=1), help="ranks per node")
 @click.option(
     "--energy-source",
-    type=click.Choice(["auto", "nvml", "zeus", "rapl", "estimate"]),
+    type=click.Choice(SOURCE_CHOICES),
     help="force an energy source (fails if unavailable)",
 )
 @click.option("--label", help="tag stored with every run, for `greenbench compare`")
@@ -322,7 +323,7 @@ def run(
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
 @click.option(
     "--energy-source",
-    type=click.Choice(["auto", "nvml", "zeus", "rapl", "estimate"]),
+    type=click.Choice(SOURCE_CHOICES),
     default="auto",
     help="force an energy source (fails if unavailable)",
 )
@@ -358,17 +359,29 @@ def measure(
     sys.exit(result.exit_code)
 
 
+#: `greenbench list` over greenbench's registries (`cli_views.registry_listing`)
+REGISTRY_LISTS = ("strategies", "model-families", "energy-sources", "report-sections")
+
+
 @main.command(name="list")
-@click.argument("what", type=click.Choice(["suites", "workloads", "runs", "settings"]))
+@click.argument(
+    "what", type=click.Choice(["suites", "workloads", "runs", "settings", *REGISTRY_LISTS])
+)
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @click.option("--limit", type=click.IntRange(min=1), default=30, show_default=True)
 @friendly
 def list_(what: str, db: Path | None, limit: int) -> None:
-    """List suites, workloads, stored runs, or every setting with its default."""
+    """List suites, workloads, stored runs, every setting with its default, or what greenbench
+    offers: strategies, model families, energy sources and report sections (one line each)."""
     if what == "runs":
         from greenbench.reporting.terminal import runs_table
 
         runs_table(db or default_db(), limit)
+        return
+    if what in REGISTRY_LISTS:
+        from greenbench.cli_views import registry_listing
+
+        registry_listing(what)
         return
     from greenbench.cli_views import catalog
 

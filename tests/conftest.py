@@ -31,8 +31,8 @@ from typing import Any
 
 import pytest
 
+from greenbench.aggregate import aggregate_repeat
 from greenbench.energy.base import EnergyWindow, PowerSample
-from greenbench.metrics import aggregate_repeat
 from greenbench.results import RankResult, RunOutcome
 from greenbench.settings import identity_of
 from greenbench.store import Store

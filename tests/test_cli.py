@@ -11,7 +11,7 @@ import torch
 from click.testing import CliRunner
 
 from greenbench.cli import main
-from greenbench.energy import METERS
+from greenbench.energy import ENERGY_SOURCES
 from greenbench.energy.select import auto_source
 
 TINY = [
@@ -67,7 +67,7 @@ def test_run_workload_stores_honest_results(tmp_path: Path):
     assert all(r[1] == "ok" and r[3] == "e2e" for r in runs)
     # the truthful source is the best this machine has for a cpu run (the estimate where
     # there is no RAPL, as on the reference machines), labelled measured only if it is
-    source, _ = auto_source("cpu", lambda name: METERS[name].probe())
+    source, _ = auto_source("cpu", lambda name: ENERGY_SOURCES[name].probe())
     assert {(r[4], r[5]) for r in runs} == {(source, source != "estimate")}
     assert {r[6] for r in runs} == {"cpu-gemm-calibration"}
     assert len(rows) == 2 * len(runs)

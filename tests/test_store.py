@@ -781,7 +781,7 @@ def test_a_meter_read_error_is_stored_as_unknown_energy_never_zero(tmp_path: Pat
     NULL energy with the meter's reason, while the run's other figures stay."""
     from dataclasses import replace
 
-    from greenbench.metrics import aggregate_repeat
+    from greenbench.aggregate import aggregate_repeat
 
     outcome = make_outcome()
     broken = EnergyWindow("rapl", True, 2.0, None, None, None, None, (), "read error: EIO")

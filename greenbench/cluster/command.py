@@ -8,9 +8,9 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from greenbench.cluster.job_arrays import plan_jobs
 from greenbench.cluster.manifest import jobs_dir
 from greenbench.cluster.options import ClusterOptions
-from greenbench.cluster.plan import plan_jobs
 from greenbench.cluster.sbatch import dry_run_text
 from greenbench.cluster.submit import nothing_fits, submit
 from greenbench.cluster.watch import wait_with_progress

@@ -29,9 +29,9 @@ from greenbench.cluster.executors import (
     require_scheduler,
     submit_jobs,
 )
+from greenbench.cluster.job_arrays import JobShape, Plan, plan_jobs
 from greenbench.cluster.manifest import JobRecord, Manifest, load_manifests, new_manifest
 from greenbench.cluster.options import ClusterOptions
-from greenbench.cluster.plan import JobShape, Plan, plan_jobs
 from greenbench.cluster.sbatch import slurm_parameters
 from greenbench.errors import DoesNotFit, SpecError, StoreError
 from greenbench.settings import spec_key

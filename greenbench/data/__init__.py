@@ -31,7 +31,7 @@ _LAZY = {
     "collate_microbatch": "batches",
     "make_step_batches": "batches",
     "MarkovSource": "markov",
-    "DataPlan": "plan",
+    "DataPlan": "feed",
 }
 
 

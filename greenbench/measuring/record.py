@@ -137,7 +137,7 @@ def store_run(
     the FLOPs came from) in front of its MFU note."""
     from dataclasses import replace
 
-    from greenbench.metrics import aggregate_repeat
+    from greenbench.aggregate import aggregate_repeat
     from greenbench.store import Store
 
     repeats: list[RepeatResult] = []

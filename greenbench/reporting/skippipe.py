@@ -33,6 +33,7 @@ import pandas as pd
 
 from greenbench.reporting.leaderboard import simulated_mask
 from greenbench.reporting.repeats import newest_runs, read_repeats
+from greenbench.reporting.section import ReportContext
 
 WORKLOAD = "skippipe"
 MEDIANS = ["step_time_p50_s", "tokens_per_s", "joules_per_token", "loss"]
@@ -294,3 +295,20 @@ def section(db_path: str | Path) -> list[str]:
             *simulated_markdown(sims),
         ]
     return lines
+
+
+class SkipPipeSection:
+    """`ReportSection`: `section` over the whole database (a REF narrows the report to runs
+    that are not this section's)."""
+
+    name = "skippipe"
+    order = 60
+    doc = "SkipPipe against a full pipeline (measured), and simulated configurations apart"
+
+    def applies(self, context: ReportContext) -> bool:
+        """When the report reads the whole database."""
+        return context.whole_database
+
+    def render(self, context: ReportContext) -> list[str]:
+        """The measured pairs and the simulated table (none when the database holds no such run)."""
+        return section(context.db_path)

@@ -137,8 +137,8 @@ def aggregate_checked(
     """
     from dataclasses import replace
 
+    from greenbench.aggregate import aggregate_repeat, exceeds_peak
     from greenbench.hardware import cpu_peak
-    from greenbench.metrics import aggregate_repeat, exceeds_peak
 
     def aggregate(p: float | None) -> list[RepeatResult]:
         return [

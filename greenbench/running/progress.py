@@ -16,7 +16,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from greenbench.metrics import run_medians
+from greenbench.aggregate import run_medians
 from greenbench.running.launch import RunSummary, install_interrupt_handlers, run_specs
 from greenbench.settings.runspec import RunSpec
 from greenbench.vocabulary import energy_label

@@ -256,7 +256,7 @@ def rank_results(spec: RunSpec, steps: list[Iteration], repeat: int) -> list[Ran
 
 def simulate_run(spec: RunSpec, *, carbon_g_per_kwh: float | None) -> RunOutcome:
     """Simulate every repeat of ``spec`` and return what the store keeps (module docstring)."""
-    from greenbench.metrics import aggregate_repeat
+    from greenbench.aggregate import aggregate_repeat
 
     steps = iterations(spec)
     nodes = len({r for it in steps for r in it.ranks})

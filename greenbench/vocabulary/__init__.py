@@ -8,11 +8,9 @@ dashboard import it; it imports nothing of theirs.
 
 from greenbench.vocabulary.energy import (
     EMULATED_SOURCE,
-    MEASURED_SOURCES,
     MODELLED_SOURCES,
     NODE_SOURCES,
     SIMULATED_SOURCE,
-    SOURCES,
     energy_label,
     is_simulated,
 )
@@ -42,7 +40,6 @@ __all__ = [
     "DEGREES",
     "EMULATED_SOURCE",
     "LEADERBOARD_METRICS",
-    "MEASURED_SOURCES",
     "MESH_ORDER",
     "METRICS",
     "MODELLED_SOURCES",
@@ -51,7 +48,6 @@ __all__ = [
     "OWN_MEASUREMENT_KINDS",
     "SAME_CONFIGURATION",
     "SIMULATED_SOURCE",
-    "SOURCES",
     "WHOLE_PROCESS_STRATEGY",
     "Better",
     "Layout",

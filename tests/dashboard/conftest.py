@@ -385,7 +385,7 @@ def _write(
 ) -> None:
     from dataclasses import replace
 
-    from greenbench.metrics import aggregate_repeat
+    from greenbench.aggregate import aggregate_repeat
     from greenbench.results import RunOutcome
 
     note = outcome.pop("note", "")

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from greenbench.aggregate import aggregate_repeat
 from greenbench.dashboard_app import data
 from greenbench.energy.base import EnergyWindow
-from greenbench.metrics import aggregate_repeat
 from greenbench.results import RankResult, RunOutcome
 from greenbench.settings import identity_of
 from greenbench.store import Store

@@ -1,4 +1,5 @@
-"""Per-repeat metrics from per-rank measurements: throughput, energy, J/token, MFU, percentiles.
+"""Aggregation of measurements: a repeat's figures from its ranks' windows (throughput, energy,
+J/token, MFU, percentiles) and a run's medians from its repeats.
 
 Pure functions of numbers (no torch, no I/O), so the launcher, the dashboard and the tests
 compute them the same way. Conventions, each chosen once here:

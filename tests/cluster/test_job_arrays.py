@@ -8,8 +8,8 @@ import re
 
 import pytest
 
+from greenbench.cluster.job_arrays import plan_jobs
 from greenbench.cluster.options import ClusterOptions, cluster_options, parse_cluster_assignment
-from greenbench.cluster.plan import plan_jobs
 from greenbench.cluster.sbatch import sbatch_lines, slurm_parameters
 from greenbench.errors import SpecError
 from greenbench.spec import expand, load_suite, parse_suite

@@ -1,8 +1,8 @@
-"""A run's data plan: the document stream and how each optimizer step's minibatch is made.
+"""A run's data feed: the document stream and how each optimizer step's minibatch is made.
 
-The plan knows nothing of ranks. A strategy decides how its ranks share a minibatch: data
-parallelism splits it into ``dp`` parts (`DataPlan.part`); a pipeline feeds a whole part through
-its stages; a skip schedule routes microbatches its own way.
+The feed (`DataPlan`) knows nothing of ranks. A strategy decides how its ranks share a
+minibatch: data parallelism splits it into ``dp`` parts (`DataPlan.part`); a pipeline feeds a
+whole part through its stages; a skip schedule routes microbatches its own way.
 """
 
 from __future__ import annotations

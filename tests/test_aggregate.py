@@ -1,4 +1,5 @@
-"""metrics: MFU, per-repeat aggregation over ranks, summaries — against hand-computed numbers."""
+"""greenbench.aggregate: MFU, per-repeat aggregation over ranks, summaries, against
+hand-computed numbers."""
 
 from __future__ import annotations
 
@@ -7,8 +8,8 @@ from dataclasses import replace
 
 import pytest
 
+from greenbench.aggregate import aggregate_repeat, checked_mfu, exceeds_peak, mfu, summarise
 from greenbench.energy.base import EnergyWindow
-from greenbench.metrics import aggregate_repeat, checked_mfu, exceeds_peak, mfu, summarise
 from greenbench.results import RankResult
 
 
