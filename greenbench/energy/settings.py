@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from greenbench.config import ALWAYS, NEVER, NON_NEGATIVE, POSITIVE, Config, section, setting, when
+from greenbench.energy.sources import SOURCE_CHOICES
 from greenbench.errors import SpecError
 
 #: the longest idle window: a longer one only delays the run (its power is averaged over it)
@@ -16,8 +17,8 @@ MAX_IDLE_S = 60.0
 class EnergySettings:
     source: str = setting(
         "auto",
-        "auto | nvml | zeus | rapl | estimate",
-        choices=("auto", "nvml", "zeus", "rapl", "estimate"),
+        "where the run's joules come from (auto: the best this machine has)",
+        choices=SOURCE_CHOICES,
         identity=ALWAYS,
     )
     region: str = setting(
