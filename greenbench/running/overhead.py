@@ -119,7 +119,7 @@ def timer_cost_s(device: Any = "cpu", calls: int = 2000) -> float:
     import torch
 
     from greenbench.distributed.comm import CommRecorder
-    from greenbench.strategies.base import StepTimes, synchronize
+    from greenbench.distributed.device import StepTimes, synchronize
 
     device = torch.device(device)
     comm = CommRecorder(device)
