@@ -179,7 +179,7 @@ class HybridSchedule(StepSchedule):
     ) -> torch.Tensor:
         if self.hybrid.pipeline is None:
             loss = super().forward_backward(model, batch, before_microbatch)
-        else:
+        else:  # the pipeline runs the minibatch as one schedule: no hook per microbatch
             loss = self.pipelined(batch)
         return self.whole_loss(loss)
 

@@ -329,7 +329,8 @@ class SkipPipe(Strategy):
 class SkipPipeSchedule(StepSchedule):
     """The step is the node's tasks in the iteration's plan (`SkipPipe.iteration`), not the
     shared microbatch loop: the loss is the model family's next-token loss on the data nodes,
-    each microbatch's position in the plan its own."""
+    each microbatch's position in the plan its own. A ``before_microbatch`` hook is not called
+    (the plan has no one microbatch loop)."""
 
     def __init__(
         self, ctx: DistContext, comm: CommRecorder, loss: Loss, skippipe: SkipPipe
