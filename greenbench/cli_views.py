@@ -128,14 +128,13 @@ def first_paragraph(doc: str | None) -> str:
 
 
 def list_strategies() -> None:
-    """Every registered strategy (`greenbench.strategies.STRATEGIES`), by its module's doc."""
-    import sys
-
+    """Every registered strategy (`greenbench.strategies.STRATEGIES`), by its card's one-line
+    doc (no strategy's torch implementation is imported)."""
     from greenbench.strategies import STRATEGIES
 
     table = Table("strategy", "what it is")
-    for name, cls in STRATEGIES.items():
-        table.add_row(cell(name), cell(first_paragraph(sys.modules[cls.__module__].__doc__)))
+    for name, card in STRATEGIES.items():
+        table.add_row(cell(name), cell(card.doc))
     console.print(table)
     console.print("Pick one with --set strategy=NAME (docs/architecture.md: adding one).")
 

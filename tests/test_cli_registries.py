@@ -45,6 +45,13 @@ def test_energy_sources_say_what_kind_of_figure_each_gives():
         assert source.figure in row and source.doc[:40] in row
 
 
+def test_strategies_carry_their_card_s_doc():
+    out = _list("strategies")
+    for name, card in STRATEGIES.items():
+        (row,) = [line for line in out.splitlines() if line.startswith(f"│ {name} ")]
+        assert card.doc[:40] in row
+
+
 def test_report_sections_carry_their_doc():
     out = _list("report-sections")
     for section in REPORT_SECTIONS:

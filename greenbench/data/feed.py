@@ -13,7 +13,6 @@ from typing import Any
 
 from greenbench.data.batches import StepBatch, make_step_batches
 from greenbench.data.markov import MarkovSource
-from greenbench.errors import SpecError
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,15 +42,6 @@ class DataPlan:
             scale=settings["data.scale"],
             seed=settings["seed"],
         )
-
-    @staticmethod
-    def check_split(global_batch: int, parts: int) -> None:
-        """SpecError unless a minibatch of ``global_batch`` documents splits into ``parts``."""
-        if global_batch % parts:
-            raise SpecError(
-                f"data.global_batch={global_batch} must be divisible by the number of "
-                f"data-parallel ranks ({parts})"
-            )
 
     def split(self, step: int, parts: int) -> list[StepBatch]:
         """Step ``step``'s minibatch split into ``parts`` (one StepBatch each, in order)."""

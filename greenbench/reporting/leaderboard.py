@@ -352,7 +352,7 @@ def skipped_fraction(rows: pd.DataFrame) -> pd.Series:
     SkipPipe run whose schedule skips (``skippipe`` or ``random``), 0.0 for a full-model run.
 
     Read from the stored ``config`` (its settings) where rows carry it, else from the name a
-    skipping SkipPipe configuration has (``skip=0.5``, `greenbench.vocabulary.RunSpec.name`);
+    skipping SkipPipe configuration has (``skip=0.5``, `greenbench.settings.RunSpec.name`);
     a stored ``skipped_fraction`` column (a pooled leaderboard row) is read as it is."""
     if "skipped_fraction" in rows:
         values = pd.to_numeric(rows["skipped_fraction"], errors="coerce").fillna(0.0)

@@ -32,7 +32,7 @@ pytest.importorskip("liger_kernel")
 COMPARE = r"""
 import json, sys, torch
 from greenbench.models import FAMILIES, ModelBuilder
-from greenbench.strategies.base import forward_fused_loss, forward_logits
+from greenbench.sources.builtin import forward_fused_loss, forward_logits
 import torch.nn.functional as F
 
 device = sys.argv[1]

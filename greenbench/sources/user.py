@@ -1,10 +1,10 @@
-"""A user workload in the shapes greenbench's strategies and worker already take: a model builder
-(`UserBuilder`, as `greenbench.models.ModelBuilder`), a data plan (`UserDataPlan`, as
-`greenbench.data.DataPlan`) whose step batches hold one `UserMicrobatch` each, and the FLOPs of
-a step (`UserFlops`: given, or counted once).
+"""A user's workload (`greenbench.user.Workload`) in the workload contract
+(`greenbench.sources.contract`): its ``build_model`` as the model source (`UserModel`), its
+``batch`` as the batch source (`UserBatches`: one microbatch per step, its ``Batch``), its
+``loss`` (`UserLoss`) and its FLOPs given or counted once (`UserFlops`).
 
 So a user workload runs through the same strategy code (DDP's and FSDP's wrapping and recorded
-collectives, the shared training step, its loss normalisation) as a built-in one. The loss
+collectives, the shared step schedule, its loss normalisation) as a built-in one. The
 normalisation is the strategies': a microbatch contributes the sum of its token losses over the
 minibatch's tokens, which for a user loss (a mean over its batch) is ``mean × tokens``, and the
 minibatch's tokens are this rank's times the data-parallel ranks (every rank's batch is taken to
@@ -23,7 +23,28 @@ import torch
 
 from greenbench.data.batches import StepBatch
 from greenbench.errors import SpecError
-from greenbench.user.contract import Batch, Workload, WorkloadContext, own_settings
+from greenbench.sources.contract import Autocast, TrainingWorkload
+from greenbench.user.contract import Batch, Workload, WorkloadContext
+
+
+def user_workload(
+    workload: Workload,
+    own: Mapping[str, Any],
+    seed: int,
+    device: torch.device,
+    *,
+    compile: bool = False,
+    flops_per_token: float | None = None,
+) -> TrainingWorkload:
+    """``workload`` on a rank of ``device`` with its own settings ``own`` (names without the
+    ``user.`` prefix); ``flops_per_token`` None: counted over the first warm-up step."""
+    model = UserModel(workload, own, seed, compile=compile)
+    return TrainingWorkload(
+        model=model,
+        batches=UserBatches(model, device),
+        loss=UserLoss(workload),
+        flops=UserFlops(flops_per_token),
+    )
 
 
 def to_device(data: Any, device: torch.device) -> Any:
@@ -39,38 +60,24 @@ def to_device(data: Any, device: torch.device) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class UserMicrobatch:
-    """One user `Batch` as a strategy's microbatch: its tokens, and its loss as a sum."""
+    """One user `Batch` as the microbatch of a step: its data and its real tokens."""
 
-    batch: Batch
-    workload: Workload = field(repr=False)
-
-    @property
-    def n_tokens(self) -> int:
-        return self.batch.tokens
-
-    def loss_sum(self, model: torch.nn.Module, device: torch.device) -> torch.Tensor:
-        """The workload's mean loss × tokens (the sum the strategies' normalisation expects)."""
-        loss = self.workload.loss(model, to_device(self.batch.data, device))
-        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
-            raise TypeError(
-                f"workload {self.workload.name!r}: loss() must return a scalar tensor, got "
-                f"{type(loss).__name__}"
-            )
-        return loss.reshape(()).float() * self.batch.tokens
+    data: Any
+    n_tokens: int
 
 
 @dataclass(frozen=True, slots=True)
-class UserBuilder:
-    """What a strategy receives to build a user workload's model (``ModelBuilder``'s shape)."""
+class UserModel:
+    """A user workload's model source: ``build_model``, seeded, on the rank's device."""
 
     workload: Workload
-    settings: Mapping[str, Any]
+    own: Mapping[str, Any]
     seed: int
     compile: bool = False
 
     def context(self, device: torch.device, rank: int = 0, world: int = 1) -> WorkloadContext:
         return WorkloadContext(
-            settings=own_settings(self.settings), seed=self.seed, rank=rank, world=world,
+            settings=dict(self.own), seed=self.seed, rank=rank, world=world,
             device=torch.device(device),
         )  # fmt: skip
 
@@ -99,16 +106,16 @@ class UserBuilder:
 
 
 @dataclass(frozen=True, slots=True)
-class UserDataPlan:
-    """The data plan of a user workload: its ``batch(ctx, step)`` for each data-parallel rank."""
+class UserBatches:
+    """A user workload's batch source: its ``batch(ctx, step)`` for each data-parallel rank."""
 
-    builder: UserBuilder
+    model: UserModel
     device: torch.device
 
     def part(self, step: int, index: int, parts: int) -> StepBatch:
         """Rank ``index`` of ``parts``'s batch of optimizer step ``step``."""
-        wl = self.builder.workload
-        batch = wl.batch(self.builder.context(self.device, index, parts), step)
+        wl = self.model.workload
+        batch = wl.batch(self.model.context(self.device, index, parts), step)
         if not isinstance(batch, Batch):
             raise TypeError(
                 f"workload {wl.name!r}: batch() returned {type(batch).__name__}, not a "
@@ -119,10 +126,33 @@ class UserDataPlan:
                 f"workload {wl.name!r}: Batch.tokens must be a positive int, got {batch.tokens!r}"
             )
         return StepBatch(
-            microbatches=(UserMicrobatch(batch, wl),),  # type: ignore[arg-type]
+            microbatches=(UserMicrobatch(batch.data, batch.tokens),),  # type: ignore[arg-type]
             global_tokens=batch.tokens * parts,
             cost=float(batch.tokens),
         )
+
+
+@dataclass(frozen=True, slots=True)
+class UserLoss:
+    """A user workload's loss as a sum: its mean loss × the microbatch's tokens."""
+
+    workload: Workload = field(repr=False)
+
+    def __call__(
+        self,
+        model: torch.nn.Module,
+        microbatch: UserMicrobatch,
+        device: torch.device,
+        autocast: Autocast,
+    ) -> torch.Tensor:
+        with autocast():
+            loss = self.workload.loss(model, to_device(microbatch.data, device))
+            if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                raise TypeError(
+                    f"workload {self.workload.name!r}: loss() must return a scalar tensor, got "
+                    f"{type(loss).__name__}"
+                )
+            return loss.reshape(()).float() * microbatch.n_tokens
 
 
 class UserFlops:
