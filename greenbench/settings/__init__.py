@@ -1,7 +1,7 @@
 """greenbench's settings: the sections each owner declares, assembled into one `SCHEMA`.
 
-The run's own sections (`greenbench.settings.run`) and those of the models, the data, the
-meters and the strategies (each strategy's own section, where it has one) are listed here once;
+The run's own sections (`greenbench.settings.run`) and those of the models, the data and the
+meters are listed here once, and each strategy's own section comes from its card;
 suite files, ``--set``, `greenbench list settings`, docs/settings.md, validation and each run's
 identity all read them from `SCHEMA`.
 """
@@ -23,6 +23,7 @@ from greenbench.settings.run import (
     TrainSettings,
 )
 from greenbench.settings.runspec import RunSpec
+from greenbench.strategies import STRATEGIES
 from greenbench.strategies.skippipe.settings import SkipPipeSettings
 from greenbench.vocabulary import config_key
 
@@ -36,7 +37,7 @@ SCHEMA = Schema(
         EnergySettings,
         GpuSettings,
         EmulateSettings,
-        SkipPipeSettings,
+        *(card.settings for card in STRATEGIES.values() if card.settings is not None),
         DebugSettings,
     )
 )

@@ -2,10 +2,11 @@
 
 A card names the strategy, the layout degrees it can apply (``applies``; any other must be 1)
 and the one that takes the ranks the others leave (``fills``; None: one rank), its data balance
-when ``data.balance`` is ``auto`` (`greenbench.data.packing`), its settings check, a one-line
-doc, and where its torch implementation lives (``module:Class``, imported by `load` on the
-ranks only). The spec resolves a run's layout from ``applies`` and ``fills``
-(`greenbench.vocabulary.resolve_layout`) and checks its settings with ``validate``.
+when ``data.balance`` is ``auto`` (`greenbench.data.packing`), its settings check, its own
+settings section (if it has one), a one-line doc, and where its torch implementation lives
+(``module:Class``, imported by `load` on the ranks only). The spec resolves a run's layout
+from ``applies`` and ``fills`` (`greenbench.vocabulary.resolve_layout`) and checks its
+settings with ``validate``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from greenbench.strategies.checks import check_data_parallel
 from greenbench.strategies.hybrid.checks import check_hybrid
 from greenbench.strategies.odc.checks import check_odc
 from greenbench.strategies.skippipe.checks import check_skippipe
+from greenbench.strategies.skippipe.settings import SkipPipeSettings
 from greenbench.vocabulary import DEGREES, Layout
 
 
@@ -33,6 +35,8 @@ class StrategyCard:
     fills: str | None = None
     balance: str = "same-count"
     check: Callable[[Mapping[str, Any], Layout], None] = check_data_parallel
+    #: the strategy's own settings section (`greenbench.config.section`), where it has one
+    settings: type | None = None
 
     def validate(self, settings: Mapping[str, Any], layout: Layout) -> None:
         """Raise SpecError for settings this strategy cannot run with."""
@@ -93,5 +97,6 @@ CARDS: tuple[StrategyCard, ...] = (
         applies=frozenset({"pp"}),
         fills="pp",
         check=check_skippipe,
+        settings=SkipPipeSettings,
     ),
 )
