@@ -51,7 +51,7 @@ def registered_workloads() -> list[tuple[str, str, str, str]]:
     question (the listing goes on)."""
     from greenbench.errors import GreenbenchError
     from greenbench.user import entry
-    from greenbench.workloads import from_user
+    from greenbench.workload import from_user
 
     rows = []
     for name, ep in sorted(entry.registered().items()):

@@ -33,7 +33,7 @@ from greenbench.errors import SpecError
 from greenbench.vocabulary import DEGREES, Layout, RunSpec, is_user_workload, resolve_layout
 
 if TYPE_CHECKING:
-    from greenbench.workloads import Workload
+    from greenbench.workload import Workload
 
 #: every setting, its default and its type. ``"auto"`` means "decided when the spec is
 #: resolved": nproc and the layout's degrees from each other (greenbench.vocabulary.layout),
@@ -382,9 +382,10 @@ def coerce_all(table: dict[str, Any], where: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- suites
 
 
-#: the suites greenbench ships, as package data (``greenbench/suites/*.toml``), so that
-#: ``--suite NAME`` works after a regular install, from any directory
-SUITES_PACKAGE = "greenbench.suites"
+#: the suites greenbench ships, as package data beside the standard workloads (the
+#: repository's ``workloads/suites/*.toml``), so that ``--suite NAME`` works after a regular
+#: install, from any directory
+SUITES_PACKAGE = "greenbench.workloads.suites"
 
 
 def packaged_suites() -> dict[str, Traversable]:
