@@ -228,6 +228,8 @@ class SuiteSpec:
     #: the suite's ``[cluster]`` table as written: what its jobs ask a cluster's scheduler for
     #: (checked by `greenbench.cluster.options` when a cluster executor runs the suite)
     cluster: dict[str, Any] = field(default_factory=dict)
+    #: the file it was read from: a shipped suite's in the installed package, or the user's
+    source: str = ""
 
 
 # --------------------------------------------------------------------------- parsing values
@@ -426,13 +428,20 @@ def load_suite(name_or_path: str) -> SuiteSpec:
         name=source.name.removesuffix(".toml"),
         where=where,
         folder=path.absolute().parent if source is path else None,
+        source=str(path.absolute() if source is path else source),
     )
 
 
 def parse_suite(
-    data: dict[str, Any], *, name: str, where: str, folder: Path | None = None
+    data: dict[str, Any],
+    *,
+    name: str,
+    where: str,
+    folder: Path | None = None,
+    source: str = "",
 ) -> SuiteSpec:
-    """A suite from its TOML table; ``folder`` (the suite file's) anchors ``python_path``."""
+    """A suite from its TOML table; ``folder`` (the suite file's) anchors ``python_path``;
+    ``source`` names the file it was read from."""
     unknown = set(data) - {"name", "description", "defaults", "entries", "python_path", "cluster"}
     if unknown:
         raise SpecError(
@@ -483,6 +492,7 @@ def parse_suite(
         on_device=_device_tables(defaults, f"{where}: [defaults]"),
         python_path=tuple(str((folder or Path.cwd()) / p) for p in python_path),
         cluster=dict(cluster),
+        source=source,
     )
 
 

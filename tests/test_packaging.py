@@ -24,9 +24,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_suites_load_from_the_package_from_any_directory(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # any directory
     assert set(spec.available_suites()) >= {"smoke", "posttrain", "odc"}
-    assert spec.load_suite("smoke").name == "smoke"
+    smoke = spec.load_suite("smoke")
+    assert smoke.name == "smoke"
     # read where the package greenbench.workloads.suites lies: here, the checkout's workloads/
-    assert Path(str(resources.files(spec.SUITES_PACKAGE))) == ROOT / "workloads" / "suites"
+    folder = Path(str(resources.files(spec.SUITES_PACKAGE)))
+    assert Path(smoke.source) == folder / "smoke.toml"
+    assert folder == ROOT / "workloads" / "suites"
 
 
 def test_a_checkout_imports_its_own_workloads():
