@@ -8,7 +8,7 @@ torch-free views of stored results in `reporting`.
 
 from __future__ import annotations
 
-from rich.table import Table
+from rich.table import Column, Table
 
 from greenbench.reporting.terminal import cell, console
 
@@ -18,9 +18,11 @@ def catalog(what: str) -> None:
     if what == "suites":
         from greenbench.spec import available_suites, load_suite
 
-        table = Table("suite", "description", "from")
+        # where each suite is read from: the installed package's folder of shipped suites
+        table = Table("suite", "description", Column("from", overflow="fold"))
         for name in available_suites():
-            table.add_row(cell(name), cell(load_suite(name).description), "shipped with greenbench")
+            suite = load_suite(name)
+            table.add_row(cell(name), cell(suite.description), cell(suite.source))
         console.print(table)
         console.print("Your own suite: greenbench run --suite PATH.toml (see README, Workloads).")
     elif what == "workloads":
@@ -51,7 +53,7 @@ def registered_workloads() -> list[tuple[str, str, str, str]]:
     question (the listing goes on)."""
     from greenbench.errors import GreenbenchError
     from greenbench.user import entry
-    from greenbench.workloads import from_user
+    from greenbench.workload import from_user
 
     rows = []
     for name, ep in sorted(entry.registered().items()):

@@ -35,7 +35,7 @@ from greenbench.settings.runspec import RunSpec
 from greenbench.vocabulary import DEGREES, Layout, is_user_workload, resolve_layout
 
 if TYPE_CHECKING:
-    from greenbench.workloads import Workload
+    from greenbench.workload import Workload
 
 #: settings that take an integer or "auto", made concrete when a spec is resolved
 RESOLVED = ("nproc", *(f"layout.{d}" for d in DEGREES))
@@ -79,6 +79,8 @@ class SuiteSpec:
     #: the suite's ``[cluster]`` table as written: what its jobs ask a cluster's scheduler for
     #: (checked by `greenbench.cluster.options` when a cluster executor runs the suite)
     cluster: dict[str, Any] = field(default_factory=dict)
+    #: the file it was read from: a shipped suite's in the installed package, or the user's
+    source: str = ""
 
 
 # --------------------------------------------------------------------------- parsing values
@@ -186,9 +188,10 @@ def coerce_all(table: dict[str, Any], where: str) -> dict[str, Any]:
 # --------------------------------------------------------------------------- suites
 
 
-#: the suites greenbench ships, as package data (``greenbench/suites/*.toml``), so that
-#: ``--suite NAME`` works after a regular install, from any directory
-SUITES_PACKAGE = "greenbench.suites"
+#: the suites greenbench ships, as package data beside the standard workloads (the
+#: repository's ``workloads/suites/*.toml``), so that ``--suite NAME`` works after a regular
+#: install, from any directory
+SUITES_PACKAGE = "greenbench.workloads.suites"
 
 
 def packaged_suites() -> dict[str, Traversable]:
@@ -229,13 +232,20 @@ def load_suite(name_or_path: str) -> SuiteSpec:
         name=source.name.removesuffix(".toml"),
         where=where,
         folder=path.absolute().parent if source is path else None,
+        source=str(path.absolute() if source is path else source),
     )
 
 
 def parse_suite(
-    data: dict[str, Any], *, name: str, where: str, folder: Path | None = None
+    data: dict[str, Any],
+    *,
+    name: str,
+    where: str,
+    folder: Path | None = None,
+    source: str = "",
 ) -> SuiteSpec:
-    """A suite from its TOML table; ``folder`` (the suite file's) anchors ``python_path``."""
+    """A suite from its TOML table; ``folder`` (the suite file's) anchors ``python_path``;
+    ``source`` names the file it was read from."""
     unknown = set(data) - {"name", "description", "defaults", "entries", "python_path", "cluster"}
     if unknown:
         raise SpecError(
@@ -286,6 +296,7 @@ def parse_suite(
         on_device=_device_tables(defaults, f"{where}: [defaults]"),
         python_path=tuple(str((folder or Path.cwd()) / p) for p in python_path),
         cluster=dict(cluster),
+        source=source,
     )
 
 

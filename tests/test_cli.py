@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
 import duckdb
@@ -13,6 +14,7 @@ from click.testing import CliRunner
 from greenbench.cli import main
 from greenbench.energy import ENERGY_SOURCES
 from greenbench.energy.select import auto_source
+from greenbench.spec import SUITES_PACKAGE
 
 TINY = [
     "--set",
@@ -193,7 +195,9 @@ def test_missing_db_directory_is_refused(tmp_path):
 def test_list_settings_and_workloads():
     assert "model.size" in invoke("list", "settings").output
     assert "transformer-vs-mamba" in invoke("list", "workloads").output
-    assert "smoke" in invoke("list", "suites").output
+    suites = invoke("list", "suites").output
+    assert "smoke" in suites
+    assert str(resources.files(SUITES_PACKAGE) / "smoke.toml") in suites  # where it is read from
 
 
 def test_doctor_names_the_meter_a_cpu_run_uses():

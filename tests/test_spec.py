@@ -16,6 +16,7 @@ from greenbench.spec import (
     expand,
     expand_suite,
     load_suite,
+    packaged_suites,
     parse_assignment,
 )
 
@@ -31,6 +32,13 @@ def test_shipped_suites_load_and_expand():
     for name in ("smoke", "posttrain", "odc"):
         specs = expand_suite(load_suite(name), {}, label=None)
         assert specs and all(s.suite == name for s in specs)
+
+
+def test_a_suite_names_the_file_it_was_read_from(tmp_path, monkeypatch):
+    assert load_suite("smoke").source == str(packaged_suites()["smoke"])
+    write(tmp_path, '[[entries]]\nworkload = "transformer-vs-mamba"\n')
+    monkeypatch.chdir(tmp_path)
+    assert load_suite("suite.toml").source == str(tmp_path / "suite.toml")  # made absolute
 
 
 def test_workload_sweep_expands_product():
