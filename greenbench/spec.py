@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 import tomllib
 
-from greenbench.config import USER_PREFIX
+from greenbench.config import USER_PREFIX, flatten
 from greenbench.errors import SpecError
 from greenbench.settings import DEFAULTS, SCHEMA
 from greenbench.settings.runspec import RunSpec
@@ -161,18 +161,6 @@ def not_its_setting(key: str, workload: Workload, table: dict[str, Any]) -> str:
         return f"unknown setting {key!r}{hint}; {has}"
     check_key(key, table)  # raises, with the closest match
     return f"unknown setting {key!r}"
-
-
-def flatten(table: dict[str, Any], prefix: str = "") -> dict[str, Any]:
-    """``{"model": {"size": "tiny"}}`` → ``{"model.size": "tiny"}`` (dotted keys pass through)."""
-    flat: dict[str, Any] = {}
-    for k, v in table.items():
-        key = f"{prefix}{k}"
-        if isinstance(v, dict):
-            flat.update(flatten(v, key + "."))
-        else:
-            flat[key] = v
-    return flat
 
 
 def coerce_all(table: dict[str, Any], where: str) -> dict[str, Any]:

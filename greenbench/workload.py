@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from greenbench.config import flatten
 from greenbench.user.contract import USER_PREFIX, user_key
 from greenbench.user.entry import LoadedWorkload
 
@@ -20,7 +21,8 @@ from greenbench.user.entry import LoadedWorkload
 @dataclass(frozen=True, slots=True)
 class Workload:
     """One workload: its name, the question it answers, the settings it fixes (``base``) and
-    those it sweeps (``sweep``: each a list of values, every combination a configuration)."""
+    those it sweeps (``sweep``: each a list of values, every combination a configuration),
+    each written as a suite file's tables are (``{"data": {"seq_len": 1024}}``)."""
 
     name: str
     question: str
@@ -28,6 +30,11 @@ class Workload:
     sweep: dict[str, list[Any]] = field(default_factory=dict)
     #: a user's own workload, loaded from its entry point (None for greenbench's own)
     user: LoadedWorkload | None = None
+
+    def __post_init__(self) -> None:
+        # written as TOML's tables are ({"data": {"seq_len": 1024}}) or with dotted keys
+        object.__setattr__(self, "base", flatten(self.base))
+        object.__setattr__(self, "sweep", flatten(self.sweep))
 
 
 def from_user(loaded: LoadedWorkload) -> Workload:

@@ -11,17 +11,19 @@ WORKLOAD = Workload(
         "lengths are skewed, and what does that waiting cost in joules?"
     ),
     base={
-        "model.size": "tiny",
+        "model": {"size": "tiny"},
         "strategy": "ddp",
         "nproc": 2,
-        # LongAlign at 1/64 scale spans ~110–900 tokens: rows of 1024 keep documents whole
-        "data.seq_len": 1024,
-        "data.scale": 1.0 / 64.0,
-        "data.global_batch": 16,
-        "data.micro_batch": 1,
-        # what a plain DDP/FSDP script does: DistributedSampler's split, equal
-        # microbatch counts; "same-count" balances ranks' costs first (ODC's baseline)
-        "data.balance": "sampler",
+        "data": {
+            # LongAlign at 1/64 scale spans ~110–900 tokens: rows of 1024 keep documents whole
+            "seq_len": 1024,
+            "scale": 1.0 / 64.0,
+            "global_batch": 16,
+            "micro_batch": 1,
+            # what a plain DDP/FSDP script does: DistributedSampler's split, equal
+            # microbatch counts; "same-count" balances ranks' costs first (ODC's baseline)
+            "balance": "sampler",
+        },
     },
-    sweep={"strategy": ["ddp", "fsdp"], "data.lengths": ["fixed", "longalign"]},
+    sweep={"strategy": ["ddp", "fsdp"], "data": {"lengths": ["fixed", "longalign"]}},
 )

@@ -12,21 +12,23 @@ WORKLOAD = Workload(
         "microbatches and meet once per minibatch instead of at every microbatch?"
     ),
     base={
-        "model.size": "tiny",
+        "model": {"size": "tiny"},
         # ODC's shared-memory transport serves CPU ranks of one host (its CUDA IPC
         # transport is not built), so both sides of the comparison run there
         "device": "cpu",
-        "data.seq_len": 1024,
-        "data.scale": 1.0 / 64.0,
-        "data.global_batch": 16,
-        "data.micro_batch": 1,
-        # each strategy's own: same-count for fsdp (the paper's baseline: equal
-        # microbatch counts), balanced-cost for odc
-        "data.balance": "auto",
+        "data": {
+            "seq_len": 1024,
+            "scale": 1.0 / 64.0,
+            "global_batch": 16,
+            "micro_batch": 1,
+            # each strategy's own: same-count for fsdp (the paper's baseline: equal
+            # microbatch counts), balanced-cost for odc
+            "balance": "auto",
+        },
     },
     sweep={
         "strategy": ["fsdp", "odc"],
-        "data.lengths": ["fixed", "uniform", "swe-smith", "longalign"],
+        "data": {"lengths": ["fixed", "uniform", "swe-smith", "longalign"]},
         "nproc": [2, 4],
     },
 )

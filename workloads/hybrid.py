@@ -12,16 +12,13 @@ WORKLOAD = Workload(
         "costs the fewest joules per token, for a Transformer and for Mamba?"
     ),
     base={
-        "model.size": "tiny",
+        "model": {"size": "tiny"},
         # each layout's own strategy: ddp for dpr4, fsdp for dps4, hybrid for the rest
         "strategy": "auto",
-        "data.lengths": "fixed",
-        "data.seq_len": 512,
-        "data.global_batch": 8,
-        "data.micro_batch": 1,
+        "data": {"lengths": "fixed", "seq_len": 512, "global_batch": 8, "micro_batch": 1},
     },
     sweep={
-        "model.family": ["transformer", "mamba"],
+        "model": {"family": ["transformer", "mamba"]},
         "layout": ["dpr4", "dps4", "tp2-dps2", "pp2-dps2", "pp4", "cp2-dps2", "tp2-pp2"],
     },
 )

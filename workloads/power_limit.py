@@ -13,17 +13,14 @@ WORKLOAD = Workload(
     ),
     base={
         # a GPU size: on a machine without GPUs, emulate.gpu and a tiny model try it
-        "model.size": "125m",
+        "model": {"size": "125m"},
         "strategy": "single",
-        "data.lengths": "fixed",
-        "data.seq_len": 1024,
-        "data.global_batch": 8,
-        "data.micro_batch": 4,
+        "data": {"lengths": "fixed", "seq_len": 1024, "global_batch": 8, "micro_batch": 4},
         # long windows: NVML's counter steps every ~100 ms, and a limit settles in ~1 s
-        "train.min_window_s": 5.0,
+        "train": {"min_window_s": 5.0},
     },
     sweep={
-        "model.family": ["transformer", "mamba"],
-        "gpu.power_limit_frac": [1.0, 0.85, 0.7, 0.55],
+        "model": {"family": ["transformer", "mamba"]},
+        "gpu": {"power_limit_frac": [1.0, 0.85, 0.7, 0.55]},
     },
 )

@@ -12,21 +12,14 @@ WORKLOAD = Workload(
         "it cost in loss?"
     ),
     base={
-        "model.size": "tiny",
-        "model.family": "transformer",
+        "model": {"size": "tiny", "family": "transformer"},
         "strategy": "skippipe",
         "nproc": 4,
-        "data.lengths": "fixed",
-        "data.seq_len": 256,
-        "data.global_batch": 8,
-        "data.micro_batch": 1,
+        "data": {"lengths": "fixed", "seq_len": 256, "global_batch": 8, "micro_batch": 1},
         # a data node, stage 1 (blocks 0-1) on two nodes, stage 2 (blocks 2-3) on one
-        "skippipe.stages": "1-2-1",
-        "skippipe.skip": 0.5,
+        "skippipe": {"stages": "1-2-1", "skip": 0.5},
         # links between nodes: 10 ms and 1 Gb/s; a straggler computes 3x as long
-        "emulate.link_latency_ms": 10.0,
-        "emulate.link_bandwidth_gbps": 1.0,
-        "emulate.slowdown": 3.0,
+        "emulate": {"link_latency_ms": 10.0, "link_bandwidth_gbps": 1.0, "slowdown": 3.0},
     },
-    sweep={"skippipe.schedule": ["full", "skippipe"], "emulate.slow_nodes": ["", "2"]},
+    sweep={"skippipe": {"schedule": ["full", "skippipe"]}, "emulate": {"slow_nodes": ["", "2"]}},
 )

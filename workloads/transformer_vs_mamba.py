@@ -11,9 +11,9 @@ WORKLOAD = Workload(
         "Transformer of the same parameter count, and at which sequence length does it "
         "win?"
     ),
-    base={"model.size": "tiny", "data.lengths": "fixed", "strategy": "single"},
+    base={"model": {"size": "tiny"}, "data": {"lengths": "fixed"}, "strategy": "single"},
     sweep={
-        "model.family": ["transformer", "mamba", "mamba2"],
-        "data.seq_len": [256, 512, 1024, 2048],
+        "model": {"family": ["transformer", "mamba", "mamba2"]},
+        "data": {"seq_len": [256, 512, 1024, 2048]},
     },
 )

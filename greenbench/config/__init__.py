@@ -14,7 +14,7 @@ from greenbench.config.field import (
     setting,
     when,
 )
-from greenbench.config.schema import USER_PREFIX, Config, Schema
+from greenbench.config.schema import USER_PREFIX, Config, Schema, flatten
 from greenbench.config.section import (
     is_section,
     section,
@@ -34,6 +34,7 @@ __all__ = [
     "Identity",
     "Schema",
     "Setting",
+    "flatten",
     "is_section",
     "section",
     "section_name",

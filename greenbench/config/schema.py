@@ -173,6 +173,19 @@ class Schema:
         ]
 
 
+def flatten(table: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    """``{"model": {"size": "tiny"}}`` → ``{"model.size": "tiny"}`` (dotted keys pass through):
+    settings written as a suite file's tables, as their dotted keys."""
+    flat: dict[str, Any] = {}
+    for k, v in table.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            flat.update(flatten(v, key + "."))
+        else:
+            flat[key] = v
+    return flat
+
+
 def _auto_int(key: str, value: Any) -> Any:
     if isinstance(value, str) and value.strip().lower() == "auto":
         return "auto"
