@@ -236,6 +236,8 @@ def run(
     run; the exit status is 0 unless a configuration that ran failed (1), and 2 when nothing
     can run here. With a cluster executor, each configuration is a job (docs/cluster.md)."""
     from greenbench.running.progress import run_with_progress
+    from greenbench.config import setting_of
+    from greenbench.settings import EnergySettings
     from greenbench.spec import SpecError, expand, expand_suite, load_suite, parse_assignment
 
     if bool(suite) == bool(workload):
@@ -261,7 +263,7 @@ def run(
         ("repeats", repeats),
         ("device", device),
         ("nproc", nproc),
-        ("energy.source", energy_source),
+        (setting_of(EnergySettings, "source").key, energy_source),
         ("nnodes", nnodes),
     ):
         if value is not None:

@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from greenbench.stats import median_ci
+from greenbench.settings import SCHEMA
 from greenbench.vocabulary import (
     LEADERBOARD_METRICS,
     OWN_MEASUREMENT_KINDS,
@@ -391,10 +392,11 @@ def _skipped(strategy: str, config: object, name: str) -> float:
     if settings:
         if settings.get("strategy", strategy) != "skippipe":
             return 0.0
-        if settings.get("skippipe.schedule", "skippipe") == "full":
+        sp = SCHEMA.config(settings).skippipe
+        if sp is None or sp.schedule == "full":
             return 0.0
         try:
-            return max(0.0, float(settings.get("skippipe.skip", 0.0)))  # type: ignore[arg-type]
+            return max(0.0, float(sp.skip))
         except (TypeError, ValueError):
             return 0.0
     if strategy != "skippipe":

@@ -45,7 +45,8 @@ from typing import Any
 import pandas as pd
 
 from greenbench.reporting.leaderboard import pareto_front
-from greenbench.settings import identity_of
+from greenbench.config import section_settings
+from greenbench.settings import GpuSettings, identity_of
 from greenbench.vocabulary import config_key, energy_label
 
 #: the knee's slowdown bound (time at the limit over time at the highest limit)
@@ -55,7 +56,7 @@ MAX_SLOWDOWN = 1.10
 TIME_TOLERANCE = 0.02
 #: Zeus's default ZeusCost knob (GlobalPowerLimitOptimizer's default selector)
 ZEUS_ETA = 0.5
-LIMIT_KEYS = ("gpu.power_limit_w", "gpu.power_limit_frac")
+LIMIT_KEYS = tuple(s.key for s in section_settings(GpuSettings))
 #: what an inconsistent sweep says instead of a knee
 INCONSISTENT = (
     "Inconsistent sweep: a lower power limit cannot make training faster, so these runs did not "
