@@ -235,8 +235,8 @@ def run(
     than the up-front estimate allows) is stored as skipped with its reason and the others
     run; the exit status is 0 unless a configuration that ran failed (1), and 2 when nothing
     can run here. With a cluster executor, each configuration is a job (docs/cluster.md)."""
-    from greenbench.running.progress import run_with_progress
     from greenbench.config import setting_of
+    from greenbench.running.progress import run_with_progress
     from greenbench.settings import EnergySettings
     from greenbench.spec import SpecError, expand, expand_suite, load_suite, parse_assignment
 

@@ -42,8 +42,8 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
-from greenbench.stats import median_ci
 from greenbench.settings import SCHEMA
+from greenbench.stats import median_ci
 from greenbench.vocabulary import (
     LEADERBOARD_METRICS,
     OWN_MEASUREMENT_KINDS,

@@ -44,8 +44,8 @@ from typing import Any
 
 import pandas as pd
 
-from greenbench.reporting.leaderboard import pareto_front
 from greenbench.config import section_settings
+from greenbench.reporting.leaderboard import pareto_front
 from greenbench.settings import GpuSettings, identity_of
 from greenbench.vocabulary import config_key, energy_label
 
