@@ -150,7 +150,7 @@ def list_model_families() -> None:
 
     table = Table("model family", "sizes", "what it is")
     for name, family in FAMILIES.items():
-        package = importlib.import_module(family.build.__module__.rpartition(".")[0])
+        package = importlib.import_module(family.describe.__module__.rpartition(".")[0])
         sizes = ", ".join(family.presets)
         table.add_row(cell(name), cell(sizes), cell(first_paragraph(package.__doc__)))
     console.print(table)

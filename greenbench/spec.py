@@ -395,36 +395,21 @@ def check_values(s: dict[str, Any]) -> None:
 def check_degrees_fit_model(s: dict[str, Any], degrees: dict[str, int]) -> None:
     """Each given degree against the model and the data: tp divides what the family splits
     (attention heads, Mamba's inner channels), pp is at most the layers, cp divides the
-    sequence. (A user workload has no model family: its layouts are data-parallel only.)"""
-    from greenbench.models import model_info
+    sequence and the family has a context-parallel form (the card's `layout_fits`). (A user
+    workload has no model family: its layouts are data-parallel only.)"""
+    from greenbench.models import family
 
     if "model.family" not in s:
         return
-
-    fam = f"{s['model.family']}/{s['model.size']}"
-    info = model_info(s["model.family"], s["model.size"])
-    from greenbench.models import FAMILIES
-
-    tp = degrees.get("tp", 1)
-    if tp > 1:
-        for what, n in FAMILIES[s["model.family"]].tensor_parallel.divides(info).items():
-            if n % tp:
-                raise SpecError(
-                    f"layout.tp={tp} does not divide the {n} {what} of {fam} "
-                    f"(each tensor-parallel rank holds whole {what})"
-                )
-    pp = degrees.get("pp", 1)
-    if pp > info.n_layers:
-        raise SpecError(
-            f"layout.pp={pp} is more than the {info.n_layers} layers of {fam} "
-            "(each pipeline stage needs at least one layer)"
-        )
-    cp = degrees.get("cp", 1)
-    if s["data.seq_len"] % cp:
-        raise SpecError(
-            f"layout.cp={cp} does not divide data.seq_len={s['data.seq_len']} "
-            "(each context-parallel rank holds an equal slice of the sequence)"
-        )
+    misfit = family(s["model.family"]).layout_fits(
+        s["model.size"],
+        degrees.get("tp", 1),
+        degrees.get("pp", 1),
+        degrees.get("cp", 1),
+        s["data.seq_len"],
+    )
+    if misfit:
+        raise SpecError(misfit)
 
 
 def apply_layout_text(s: dict[str, Any]) -> str | None:

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 
 from greenbench.data import DataPlan
-from greenbench.models.family import ModelBuilder, fuses_loss
+from greenbench.models.builder import ModelBuilder, fuses_loss
 from greenbench.sources.contract import Autocast, TrainingWorkload
 
 if TYPE_CHECKING:
@@ -69,7 +69,7 @@ def forward_fused_loss(
     labels: torch.Tensor,
 ) -> torch.Tensor:
     """The summed next-token loss of a model that computes it in its forward
-    (`greenbench.models.family.fuses_loss`): ``num_items_in_batch=1`` makes its reduction a
+    (`greenbench.models.builder.fuses_loss`): ``num_items_in_batch=1`` makes its reduction a
     sum, the quantity `next_token_loss` computes from logits."""
     extra = {"position_ids": position_ids}
     if not takes_position_ids(type(getattr(model, "module", model))):

@@ -1,6 +1,6 @@
 """Fully sharded data parallelism with FSDP2 (``fully_shard``) over ``layout.dp_shard`` ranks.
 
-Each of the family's blocks (`ModelFamily.blocks`) is sharded on its own over the mesh's
+Each of the family's blocks (`ModelCard.blocks`) is sharded on its own over the mesh's
 ``dp_shard`` dimension, then the root. As in the post-training frameworks the ODC paper
 measures, parameters are all-gathered and gradients reduce-scattered for every microbatch, so
 ranks meet at every microbatch; a timed barrier before each microbatch measures how long a fast

@@ -29,7 +29,18 @@ def test_each_card_loads_its_strategy() -> None:
 
 
 def test_the_hybrid_check_knows_the_families_with_a_context_parallel_form() -> None:
-    from greenbench.strategies.hybrid.checks import context_parallel_families
-    from greenbench.strategies.hybrid.cp import CP_FORMS
+    from greenbench.errors import SpecError
+    from greenbench.models import FAMILIES
+    from greenbench.strategies.hybrid.checks import check_hybrid
+    from greenbench.vocabulary import Layout
 
-    assert context_parallel_families() == set(CP_FORMS)
+    settings = {"data.global_batch": 8, "data.micro_batch": 1, "data.seq_len": 64,
+                "model.size": "tiny"}  # fmt: skip
+    for name, card in FAMILIES.items():
+        has_form = card.parts.context_parallel is not None
+        try:
+            check_hybrid({**settings, "model.family": name}, Layout(dp_shard=2, cp=2))
+            refused = False
+        except SpecError:
+            refused = True
+        assert refused != has_form, name

@@ -5,9 +5,11 @@
 1. **PP** — this rank keeps its pipeline stage, a run of the family's blocks
    (`greenbench.strategies.hybrid.pp`, torch's ``pipelining`` schedules);
 2. **TP** — the stage's blocks are split over ``tp`` (`greenbench.strategies.hybrid.tp`);
-3. **CP** — the sequence is split over ``cp``: ring attention for the Transformer, the scan's
-   state passed between chunks for Mamba (`greenbench.strategies.hybrid.cp`; a family without
-   a CP form, Mamba-2, is refused by its settings check, `greenbench.strategies.hybrid.checks`);
+3. **CP** — the sequence is split over ``cp`` in the family's own CP form, which its card
+   gives (`ModelCard.enable_context_parallel`): ring attention for the Transformer, the scan's
+   state passed between chunks for Mamba (`greenbench.distributed.context_parallel`); a family
+   without one, Mamba-2, is refused by its settings check (`greenbench.strategies.hybrid.
+   checks`, through the card's `layout_fits`);
 4. activation checkpointing and compile: not applied (the layouts are compared as they are);
 5. **FSDP** — FSDP2 over the data-parallel shards and the context-parallel ranks together
    (``dp_shard × cp`` flattened, as torchtitan does: context-parallel ranks hold the same
@@ -92,9 +94,7 @@ class Hybrid(DataParallel):
         if layout.tp > 1:
             apply_tensor_parallel(family, blocks, mesh["tp"], self.comm)
         if layout.cp > 1:
-            from greenbench.strategies.hybrid.cp import enable_context_parallel
-
-            enable_context_parallel(family.name, module, mesh["cp"].get_group(), self.comm)
+            family.enable_context_parallel(module, mesh["cp"].get_group(), self.comm)
         shard_dims = tuple(d for d in ("dp_shard", "cp") if getattr(layout, d) > 1)
         if shard_dims:
             if len(shard_dims) == 1:

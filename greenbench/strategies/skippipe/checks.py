@@ -1,6 +1,6 @@
 """What a SkipPipe run needs of its settings and layout (without torch: the spec runs it): its
 nodes per stage (`parse_nodes`), a layer per stage of blocks, and the emulated links and nodes.
-The model's layers are read from the planner's torch-free presets (`greenbench.plan.shapes`)."""
+The model's layers are read from its torch-free card (`greenbench.models`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from greenbench.errors import SpecError
-from greenbench.plan.shapes import model_shape
+from greenbench.models import model_preset
 from greenbench.plan.skippipe.topology import PUBLISHED_STAGE_SIZES
 from greenbench.vocabulary import Layout
 
@@ -73,7 +73,7 @@ def check_skippipe(settings: Mapping[str, Any], layout: Layout) -> None:
             f"the run has {layout.world} ranks"
         )
     blocks = len(counts) - 1
-    layers = model_shape(settings["model.family"], settings["model.size"]).n_layers
+    layers = model_preset(settings["model.family"], settings["model.size"]).n_layers
     if layers < blocks:
         raise SpecError(
             f"skippipe.stages={settings['skippipe.stages']} has {blocks} stages of blocks "

@@ -7,7 +7,7 @@ replicas, which no kept library schedules.
 
 A node (rank) holds one stage: stage 0's data nodes hold the embedding, the final norm and the
 LM head (and compute the loss); stage ``s ≥ 1`` holds a run of the family's blocks
-(`ModelFamily.pipeline_stage`). Every rank draws the whole minibatch (the data are a function of
+(`ModelCard.pipeline_stage`). Every rank draws the whole minibatch (the data are a function of
 the seed), so a stage node knows each microbatch's position ids without receiving them; only
 data nodes count tokens. Microbatches are padded to one shape, ``(data.micro_batch,
 data.seq_len)``, as in a pipeline, so every message has a known size.

@@ -1,8 +1,8 @@
-"""Ring attention for context parallelism on any device: causal, packed-document aware, GQA.
+"""The Transformer's context-parallel form: ring attention on any device; causal, packed, GQA.
 
 Each of the ``cp`` ranks holds the queries, keys and values of one contiguous chunk of every row
-(`greenbench.strategies.hybrid.cp.split_sequence`). Keys and values travel around the ring:
-at step s rank r holds chunk j = (r − s) mod cp, so after cp − 1 exchanges (send to the next
+(`greenbench.distributed.context_parallel.split_sequence`). Keys and values travel around the
+ring: at step s rank r holds chunk j = (r − s) mod cp, so after cp − 1 exchanges (send to the next
 rank, receive from the previous one) every rank has met every chunk. Each block of scores
 Q_r K_jᵀ is masked — chunk j after chunk r entirely (the block is skipped), j = r causally,
 j before r not at all — and merged into the running output with the log-sum-exp rule
@@ -56,7 +56,7 @@ from transformers import AttentionInterface
 from transformers.models.llama.modeling_llama import LlamaAttention
 
 from greenbench.distributed.comm import CommRecorder
-from greenbench.strategies.hybrid.cp_group import CPGroup, exchange
+from greenbench.distributed.cp_group import CPGroup, exchange
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup

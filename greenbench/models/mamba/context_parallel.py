@@ -1,4 +1,4 @@
-"""Context parallelism for Mamba: each rank scans its chunk; halo and scan state cross ranks.
+"""Mamba's context-parallel form: each rank scans its chunk; halo and scan state cross ranks.
 
 A Mamba mixer mixes tokens in two places only, and each needs one thing from earlier chunks:
 
@@ -49,9 +49,9 @@ from torch.utils.checkpoint import checkpoint
 from transformers.models.mamba.modeling_mamba import MambaMixer, apply_mask_to_padding_states
 
 from greenbench.distributed.comm import CommRecorder
+from greenbench.distributed.cp_group import CPGroup, exchange
 from greenbench.models.mamba.model import FastScanMambaMixer, causal_depthwise_conv1d
 from greenbench.models.mamba.scan import selective_scan
-from greenbench.strategies.hybrid.cp_group import CPGroup, exchange
 
 if TYPE_CHECKING:
     from torch.distributed import ProcessGroup

@@ -7,13 +7,16 @@ What every CP rank shares, whatever the model family:
   at t + 1), so a chunk's last token is scored against the next chunk's first label; the caller
   then takes the cross-entropy of the chunk's logits against the shifted labels as they are,
   without shifting again. The per-rank sums of token losses add up to the whole row's loss.
-* `CPGroup` and `exchange` (`greenbench.strategies.hybrid.cp_group`) — the process group of the
+* `CPGroup` and `exchange` (`greenbench.distributed.cp_group`) — the process group of the
   ``cp`` mesh dimension with the `CommRecorder` every message is recorded in (dimension
   ``"cp"``), and point-to-point messages to neighbouring ranks issued together
   (``batch_isend_irecv``), waited for later, so a ring step's transfer can overlap compute.
-* `enable_context_parallel` — switches a built model's sequence mixing to its CP form: ring
-  attention for the Transformer (`greenbench.strategies.hybrid.cp_attention`), the scan's state
-  and the conv's halo passed between chunks for Mamba (`greenbench.strategies.hybrid.cp_mamba`).
+
+Each family owns its CP form, reached through its card
+(`greenbench.models.card.ModelCard.enable_context_parallel`), which switches a built model's
+sequence mixing to it: ring attention for the Transformer
+(`greenbench.models.transformer.context_parallel`), the scan's state and the conv's halo passed
+between chunks for Mamba (`greenbench.models.mamba.context_parallel`); Mamba-2 has none.
 
 Why our own: PyTorch's `torch.distributed.tensor.experimental.context_parallel` swaps CUDA SDPA
 kernels (flash / efficient / cuDNN) for ring versions and supports nothing else; on CPU (gloo),
@@ -27,27 +30,11 @@ count), never averages them.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import torch
 
-from greenbench.distributed.comm import CommRecorder
-from greenbench.strategies.hybrid.cp_attention import enable_ring_attention
-from greenbench.strategies.hybrid.cp_group import CPGroup, exchange
-from greenbench.strategies.hybrid.cp_mamba import enable_cp_scan
+from greenbench.distributed.cp_group import CPGroup, exchange
 
-if TYPE_CHECKING:
-    from torch.distributed import ProcessGroup
-
-__all__ = [
-    "CP_FORMS",
-    "CPGroup",
-    "enable_context_parallel",
-    "enable_cp_scan",
-    "enable_ring_attention",
-    "exchange",
-    "split_sequence",
-]
+__all__ = ["CPGroup", "exchange", "split_sequence"]
 
 IGNORE_INDEX = -100
 
@@ -87,19 +74,3 @@ def split_sequence(
         shifted[:, part].contiguous(),
         position_ids[:, part].contiguous(),
     )
-
-
-#: model family -> the switch to its CP forward; a family without one (mamba2: its SSD scan
-#: would pass the state between chunks as Mamba's does, not written yet) is refused by
-#: `Hybrid.validate` in one line before anything runs
-CP_FORMS = {"transformer": enable_ring_attention, "mamba": enable_cp_scan}
-
-
-def enable_context_parallel(
-    family: str, model: torch.nn.Module, group: ProcessGroup, comm: CommRecorder, dim: str = "cp"
-) -> torch.nn.Module:
-    """Switch ``model`` (a whole model or a pipeline stage of family ``family``) to its CP
-    forward over ``group`` (in place); the caller feeds each rank its `split_sequence` chunk."""
-    if family not in CP_FORMS:
-        raise ValueError(f"no context-parallel form for model family {family!r}")
-    return CP_FORMS[family](model, group, comm, dim)

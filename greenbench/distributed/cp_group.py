@@ -5,8 +5,9 @@
 together (``batch_isend_irecv``) and returns a `Pending` whose `Pending.wait` blocks on them,
 recording each direction as one ``send`` / ``recv`` call with the messages' bytes: the time the
 rank was blocked, after whatever compute it overlapped with the transfer. Used by ring attention
-(`greenbench.strategies.hybrid.cp_attention`) and the chunked Mamba scan
-(`greenbench.strategies.hybrid.cp_mamba`); see `greenbench.strategies.hybrid.cp` for the whole.
+(`greenbench.models.transformer.context_parallel`) and the chunked Mamba scan
+(`greenbench.models.mamba.context_parallel`); see `greenbench.distributed.context_parallel` for
+the whole.
 """
 
 from __future__ import annotations
