@@ -238,7 +238,9 @@ def run(
     from greenbench.config import setting_of
     from greenbench.running.progress import run_with_progress
     from greenbench.settings import EnergySettings
-    from greenbench.spec import SpecError, expand, expand_suite, load_suite, parse_assignment
+    from greenbench.settings.written import parse_assignment
+    from greenbench.spec import SpecError, expand, expand_suite
+    from greenbench.suite import load_suite
 
     if bool(suite) == bool(workload):
         raise SpecError("give exactly one of --suite NAME or --workload NAME")

@@ -16,7 +16,7 @@ from greenbench.reporting.terminal import cell, console
 def catalog(what: str) -> None:
     """`greenbench list suites|workloads|settings`."""
     if what == "suites":
-        from greenbench.spec import available_suites, load_suite
+        from greenbench.suite import available_suites, load_suite
 
         # where each suite is read from: the installed package's folder of shipped suites
         table = Table("suite", "description", Column("from", overflow="fold"))

@@ -47,7 +47,8 @@ def _resolved_on_cpu(spec: RunSpec) -> RunSpec | None:
 
 def current_keys() -> dict[str, list[str]]:
     """Each configuration's name → its keys, spec-level and resolved, in expansion order."""
-    from greenbench.spec import expand, expand_suite, load_suite, packaged_suites
+    from greenbench.spec import expand, expand_suite
+    from greenbench.suite import load_suite, packaged_suites
     from greenbench.workloads import WORKLOADS
 
     groups = []

@@ -14,7 +14,7 @@ from click.testing import CliRunner
 from greenbench.cli import main
 from greenbench.energy import ENERGY_SOURCES
 from greenbench.energy.select import auto_source
-from greenbench.spec import SUITES_PACKAGE
+from greenbench.suite import SUITES_PACKAGE
 
 TINY = [
     "--set",

@@ -16,18 +16,18 @@ from pathlib import Path
 
 import pytest
 
-from greenbench import spec
+from greenbench import spec, suite
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_suites_load_from_the_package_from_any_directory(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # any directory
-    assert set(spec.available_suites()) >= {"smoke", "posttrain", "odc"}
-    smoke = spec.load_suite("smoke")
+    assert set(suite.available_suites()) >= {"smoke", "posttrain", "odc"}
+    smoke = suite.load_suite("smoke")
     assert smoke.name == "smoke"
     # read where the package greenbench.workloads.suites lies: here, the checkout's workloads/
-    folder = Path(str(resources.files(spec.SUITES_PACKAGE)))
+    folder = Path(str(resources.files(suite.SUITES_PACKAGE)))
     assert Path(smoke.source) == folder / "smoke.toml"
     assert folder == ROOT / "workloads" / "suites"
 
@@ -160,7 +160,7 @@ def test_the_installed_wheel_runs_the_smoke_suite_from_any_directory(wheel: Path
 
     runs = list_runs(db, limit=None)
     expected = spec.expand_suite(
-        spec.load_suite("smoke"), {"device": "cpu", "repeats": 1, **SHORT}, label=None
+        suite.load_suite("smoke"), {"device": "cpu", "repeats": 1, **SHORT}, label=None
     )
     assert len(runs) == len(expected) > 0
     assert sorted(runs["config_name"]) == sorted(s.name for s in expected)

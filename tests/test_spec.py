@@ -9,16 +9,9 @@ import pytest
 
 from greenbench.errors import SpecError
 from greenbench.settings import spec_identity
-from greenbench.spec import (
-    DEFAULTS,
-    available_suites,
-    coerce_all,
-    expand,
-    expand_suite,
-    load_suite,
-    packaged_suites,
-    parse_assignment,
-)
+from greenbench.settings.written import coerce_all, parse_assignment
+from greenbench.spec import DEFAULTS, expand, expand_suite
+from greenbench.suite import available_suites, load_suite, packaged_suites
 
 
 def write(tmp_path: Path, text: str) -> Path:

@@ -12,7 +12,8 @@ from greenbench.cluster.job_arrays import plan_jobs
 from greenbench.cluster.options import ClusterOptions, cluster_options, parse_cluster_assignment
 from greenbench.cluster.sbatch import sbatch_lines, slurm_parameters
 from greenbench.errors import SpecError
-from greenbench.spec import expand, load_suite, parse_suite
+from greenbench.spec import expand
+from greenbench.suite import load_suite, parse_suite
 
 
 def specs_of(nprocs: list[int], device: str = "cuda", **extra: object) -> list:

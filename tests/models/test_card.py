@@ -47,7 +47,7 @@ def test_the_planner_preset_is_the_model_info(name: str, size: str) -> None:
      ("mamba2", "tiny")],
 )  # fmt: skip
 def test_layout_fits_is_the_spec_verdict(name: str, size: str) -> None:
-    from greenbench.spec import check_degrees_fit_model
+    from greenbench.settings.layout import check_degrees_fit_model
 
     settings = {"model.family": name, "model.size": size, "data.seq_len": 768}
     preset = model_preset(name, size)
