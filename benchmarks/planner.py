@@ -43,11 +43,11 @@ from pathlib import Path
 from typing import Any
 
 from greenbench.errors import GreenbenchError
+from greenbench.models import FAMILIES, model_preset
 from greenbench.plan.calibrate import fit, stored_runs
 from greenbench.plan.device import Calibration
 from greenbench.plan.host import HOST, host_device, host_facts
 from greenbench.plan.measured import Measured, measured
-from greenbench.plan.shapes import PRESETS, model_shape
 from greenbench.vocabulary import Layout
 
 GOALS = {"step time": 0.25, "memory": 0.15}  #: median absolute error, from the hybrid issue
@@ -104,7 +104,7 @@ def model_of(run: dict[str, Any]) -> tuple[str, str]:
 
 
 def size_order(family: str, size: str) -> int:
-    sizes = list(PRESETS.get(family, {}))
+    sizes = list(FAMILIES[family].presets if family in FAMILIES else {})
     return sizes.index(size) if size in sizes else len(sizes)
 
 
@@ -283,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
         if world not in devices:
             devices[world] = host_device(facts, world, calibration=c)
         try:
-            shape = model_shape(*model_of(run))
+            shape = model_preset(*model_of(run))
         except GreenbenchError as exc:
             skipped.append((run, str(exc)))
             continue

@@ -26,10 +26,11 @@ import torch
 
 from greenbench.data import MarkovSource, make_step_batches
 from greenbench.distributed.comm import CommRecorder
+from greenbench.distributed.device import StepTimes
 from greenbench.energy import select_meter
 from greenbench.models import build_model, model_info
-from greenbench.rank.window import WindowTally, batch_flops
-from greenbench.strategies.base import StepTimes
+from greenbench.rank.window import WindowTally
+from greenbench.sources.builtin import batch_flops
 
 
 def make_batch(

@@ -4,11 +4,18 @@ For a user's own code: `Workload`, `Batch` and `WorkloadContext` describe a work
 point returns (``greenbench run --workload mypkg.bench:workload``), and `measure` measures one's
 own training loop (``with greenbench.measure(label=...) as m: ... m.step(tokens=n)``). They are
 imported on first use, so ``import greenbench`` (and the CLI) stays light.
+
+The standard workloads are the package ``greenbench.workloads``: the repository's top-level
+``workloads/`` folder, mapped into the package by an install and, in a source checkout used
+without one, by `greenbench.checkout`.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+from greenbench.checkout import map_workloads
 
 __version__ = "0.1.0"
 
@@ -21,6 +28,8 @@ _LAZY = {
 }
 
 __all__ = ["Batch", "Workload", "WorkloadContext", "__version__", "measure"]
+
+map_workloads(Path(__file__).resolve().parent)
 
 
 def __getattr__(name: str) -> Any:

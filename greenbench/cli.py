@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import click
 
+from greenbench.energy.sources import SOURCE_CHOICES
 from greenbench.errors import GreenbenchError
 
 DB_HELP = "DuckDB results file (default: $GREENBENCH_DB or ./greenbench.duckdb)"
@@ -141,7 +142,7 @@ def restore_power_limits() -> None:
 @click.option("--nproc", type=click.IntRange(min=1), help="ranks per node")
 @click.option(
     "--energy-source",
-    type=click.Choice(["auto", "nvml", "zeus", "rapl", "estimate"]),
+    type=click.Choice(SOURCE_CHOICES),
     help="force an energy source (fails if unavailable)",
 )
 @click.option("--label", help="tag stored with every run, for `greenbench compare`")
@@ -234,8 +235,12 @@ def run(
     than the up-front estimate allows) is stored as skipped with its reason and the others
     run; the exit status is 0 unless a configuration that ran failed (1), and 2 when nothing
     can run here. With a cluster executor, each configuration is a job (docs/cluster.md)."""
+    from greenbench.config import setting_of
     from greenbench.launcher.progress import run_with_progress
-    from greenbench.spec import SpecError, expand, expand_suite, load_suite, parse_assignment
+    from greenbench.settings import EnergySettings
+    from greenbench.settings.written import parse_assignment
+    from greenbench.spec import SpecError, expand, expand_suite
+    from greenbench.suite import load_suite
 
     if bool(suite) == bool(workload):
         raise SpecError("give exactly one of --suite NAME or --workload NAME")
@@ -260,7 +265,7 @@ def run(
         ("repeats", repeats),
         ("device", device),
         ("nproc", nproc),
-        ("energy.source", energy_source),
+        (setting_of(EnergySettings, "source").key, energy_source),
         ("nnodes", nnodes),
     ):
         if value is not None:
@@ -322,7 +327,7 @@ def run(
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), default="auto")
 @click.option(
     "--energy-source",
-    type=click.Choice(["auto", "nvml", "zeus", "rapl", "estimate"]),
+    type=click.Choice(SOURCE_CHOICES),
     default="auto",
     help="force an energy source (fails if unavailable)",
 )
@@ -358,17 +363,29 @@ def measure(
     sys.exit(result.exit_code)
 
 
+#: `greenbench list` over greenbench's registries (`cli_views.registry_listing`)
+REGISTRY_LISTS = ("strategies", "model-families", "energy-sources", "report-sections")
+
+
 @main.command(name="list")
-@click.argument("what", type=click.Choice(["suites", "workloads", "runs", "settings"]))
+@click.argument(
+    "what", type=click.Choice(["suites", "workloads", "runs", "settings", *REGISTRY_LISTS])
+)
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @click.option("--limit", type=click.IntRange(min=1), default=30, show_default=True)
 @friendly
 def list_(what: str, db: Path | None, limit: int) -> None:
-    """List suites, workloads, stored runs, or every setting with its default."""
+    """List suites, workloads, stored runs, every setting with its default, or what greenbench
+    offers: strategies, model families, energy sources and report sections (one line each)."""
     if what == "runs":
         from greenbench.reporting.terminal import runs_table
 
         runs_table(db or default_db(), limit)
+        return
+    if what in REGISTRY_LISTS:
+        from greenbench.cli_views import registry_listing
+
+        registry_listing(what)
         return
     from greenbench.cli_views import catalog
 

@@ -1,12 +1,14 @@
 """What the CLI prints about greenbench itself and this machine: the suites, workloads and
-settings it offers (`greenbench list suites|workloads|settings`) and what the machine can
-measure (`greenbench doctor`). These views read the spec and probe meters (which import torch),
-so they stand at the CLI's level, above the torch-free views of stored results in `reporting`.
+settings it offers (`greenbench list suites|workloads|settings`), what its registries hold
+(`greenbench list strategies|model-families|energy-sources|report-sections`, a line each) and
+what the machine can measure (`greenbench doctor`). These views read the spec and the
+registries and probe meters (which import torch), so they stand at the CLI's level, above the
+torch-free views of stored results in `reporting`.
 """
 
 from __future__ import annotations
 
-from rich.table import Table
+from rich.table import Column, Table
 
 from greenbench.reporting.terminal import cell, console
 
@@ -14,11 +16,13 @@ from greenbench.reporting.terminal import cell, console
 def catalog(what: str) -> None:
     """`greenbench list suites|workloads|settings`."""
     if what == "suites":
-        from greenbench.spec import available_suites, load_suite
+        from greenbench.suite import available_suites, load_suite
 
-        table = Table("suite", "description", "from")
+        # where each suite is read from: the installed package's folder of shipped suites
+        table = Table("suite", "description", Column("from", overflow="fold"))
         for name in available_suites():
-            table.add_row(cell(name), cell(load_suite(name).description), "shipped with greenbench")
+            suite = load_suite(name)
+            table.add_row(cell(name), cell(suite.description), cell(suite.source))
         console.print(table)
         console.print("Your own suite: greenbench run --suite PATH.toml (see README, Workloads).")
     elif what == "workloads":
@@ -35,11 +39,11 @@ def catalog(what: str) -> None:
             "Your own: greenbench run --workload module.path:attribute (docs/user-workloads.md)."
         )
     elif what == "settings":
-        from greenbench.spec import DEFAULTS
+        from greenbench.settings import SCHEMA
 
-        table = Table("setting", "default")
-        for key, value in DEFAULTS.items():
-            table.add_row(cell(key), cell(repr(value)))
+        table = Table("setting", "default", "choices", "what it sets")
+        for key, default, choices, doc in SCHEMA.rows():
+            table.add_row(cell(key), cell(repr(default)), cell(choices), cell(doc))
         console.print(table)
 
 
@@ -49,7 +53,7 @@ def registered_workloads() -> list[tuple[str, str, str, str]]:
     question (the listing goes on)."""
     from greenbench.errors import GreenbenchError
     from greenbench.user import entry
-    from greenbench.workloads import from_user
+    from greenbench.workload import from_user
 
     rows = []
     for name, ep in sorted(entry.registered().items()):
@@ -118,3 +122,74 @@ def node_and_limits(redfish_url: str = "") -> None:
             f"{cell(entry.get('applied_w'))} W by greenbench process {cell(entry.get('pid'))}, "
             f"running now (original {cell(entry.get('original_w'))} W, restored when it ends)"
         )
+
+
+def first_paragraph(doc: str | None) -> str:
+    """A docstring's first paragraph as one line ("" without one)."""
+    return " ".join((doc or "").strip().split("\n\n")[0].split())
+
+
+def list_strategies() -> None:
+    """Every registered strategy (`greenbench.strategies.STRATEGIES`), by its card's one-line
+    doc (no strategy's torch implementation is imported)."""
+    from greenbench.strategies import STRATEGIES
+
+    table = Table("strategy", "what it is")
+    for name, card in STRATEGIES.items():
+        table.add_row(cell(name), cell(card.doc))
+    console.print(table)
+    console.print("Pick one with --set strategy=NAME (docs/architecture.md: adding one).")
+
+
+def list_model_families() -> None:
+    """Every registered model family (`greenbench.models.FAMILIES`), by its package's doc, with
+    its size presets."""
+    import importlib
+
+    from greenbench.models import FAMILIES
+
+    table = Table("model family", "sizes", "what it is")
+    for name, family in FAMILIES.items():
+        package = importlib.import_module(family.describe.__module__.rpartition(".")[0])
+        sizes = ", ".join(family.presets)
+        table.add_row(cell(name), cell(sizes), cell(first_paragraph(package.__doc__)))
+    console.print(table)
+    console.print("Pick one with --set model.family=NAME --set model.size=SIZE.")
+
+
+def list_energy_sources() -> None:
+    """Every energy source a run can name (`greenbench.energy.sources.ENERGY_SOURCES`): the kind
+    of figure it gives and whether it works here (`greenbench doctor` says more)."""
+    from greenbench.energy.sources import ENERGY_SOURCES
+
+    table = Table("energy source", "figure", "available here", "what it reads")
+    for name, source in ENERGY_SOURCES.items():
+        available = "[green]yes[/green]" if source.probe().available else "[red]no[/red]"
+        table.add_row(cell(name), cell(source.figure), available, cell(source.doc))
+    console.print(table)
+    console.print("auto picks the best available; force one with --energy-source NAME.")
+
+
+def list_report_sections() -> None:
+    """The sections of `greenbench report` in the order it writes them
+    (`greenbench.reporting.sections.REPORT_SECTIONS`)."""
+    from greenbench.reporting.sections import REPORT_SECTIONS
+
+    table = Table("report section", "what it shows")
+    for section in REPORT_SECTIONS:
+        table.add_row(cell(section.name), cell(section.doc))
+    console.print(table)
+
+
+#: `greenbench list WHAT` over one of greenbench's registries (the CLI's ``REGISTRY_LISTS``)
+REGISTRY_VIEWS = {
+    "strategies": list_strategies,
+    "model-families": list_model_families,
+    "energy-sources": list_energy_sources,
+    "report-sections": list_report_sections,
+}
+
+
+def registry_listing(what: str) -> None:
+    """`greenbench list strategies|model-families|energy-sources|report-sections`."""
+    REGISTRY_VIEWS[what]()

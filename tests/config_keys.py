@@ -12,7 +12,8 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from greenbench.vocabulary import RunSpec
+from greenbench.settings import spec_key
+from greenbench.settings.runspec import RunSpec
 
 FIXTURE = Path(__file__).parent / "fixtures" / "config_keys.json"
 EXAMPLE_SUITE = Path(__file__).parents[1] / "examples" / "tinylm" / "energy.toml"
@@ -46,7 +47,8 @@ def _resolved_on_cpu(spec: RunSpec) -> RunSpec | None:
 
 def current_keys() -> dict[str, list[str]]:
     """Each configuration's name → its keys, spec-level and resolved, in expansion order."""
-    from greenbench.spec import expand, expand_suite, load_suite, packaged_suites
+    from greenbench.spec import expand, expand_suite
+    from greenbench.suite import load_suite, packaged_suites
     from greenbench.workloads import WORKLOADS
 
     groups = []
@@ -67,14 +69,13 @@ def current_keys() -> dict[str, list[str]]:
 
 
 def _keys(specs: list[RunSpec]) -> list[str]:
-    from greenbench.vocabulary import config_key
 
     keys = []
     for spec in specs:
         resolved = _resolved_on_cpu(spec)
-        keys.append(f"{spec.name} | {config_key(spec.identity())}")
+        keys.append(f"{spec.name} | {spec_key(spec)}")
         if resolved is not None:
-            keys.append(f"  resolved {resolved.name} | {config_key(resolved.identity())}")
+            keys.append(f"  resolved {resolved.name} | {spec_key(resolved)}")
     return keys
 
 

@@ -31,10 +31,12 @@ from typing import Any
 
 import pytest
 
+from greenbench.aggregate import aggregate_repeat
 from greenbench.energy.base import EnergyWindow, PowerSample
-from greenbench.metrics import aggregate_repeat
 from greenbench.results import RankResult, RunOutcome
+from greenbench.settings import identity_of
 from greenbench.store import Store
+from greenbench.vocabulary import config_key
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -182,6 +184,7 @@ def seed_database(path: Path) -> Path:
             run_id = f"{i + 1:04x}{rng.getrandbits(32):08x}"
             store.begin_run({
                 "run_id": run_id, "suite": "seeded", "workload": workload,
+                "config_key": config_key(identity_of(settings, workload)),
                 "config_name": f"{family}/tiny seq={seq} {lengths} {strategy}×{nproc}",
                 "config": {"workload": workload, "suite": "seeded", "label": label,
                            "settings": settings},

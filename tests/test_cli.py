@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from importlib import resources
 from pathlib import Path
 
 import duckdb
@@ -11,8 +12,9 @@ import torch
 from click.testing import CliRunner
 
 from greenbench.cli import main
-from greenbench.energy import METERS
+from greenbench.energy import ENERGY_SOURCES
 from greenbench.energy.select import auto_source
+from greenbench.suite import SUITES_PACKAGE
 
 TINY = [
     "--set",
@@ -67,7 +69,7 @@ def test_run_workload_stores_honest_results(tmp_path: Path):
     assert all(r[1] == "ok" and r[3] == "e2e" for r in runs)
     # the truthful source is the best this machine has for a cpu run (the estimate where
     # there is no RAPL, as on the reference machines), labelled measured only if it is
-    source, _ = auto_source("cpu", lambda name: METERS[name].probe())
+    source, _ = auto_source("cpu", lambda name: ENERGY_SOURCES[name].probe())
     assert {(r[4], r[5]) for r in runs} == {(source, source != "estimate")}
     assert {r[6] for r in runs} == {"cpu-gemm-calibration"}
     assert len(rows) == 2 * len(runs)
@@ -193,7 +195,9 @@ def test_missing_db_directory_is_refused(tmp_path):
 def test_list_settings_and_workloads():
     assert "model.size" in invoke("list", "settings").output
     assert "transformer-vs-mamba" in invoke("list", "workloads").output
-    assert "smoke" in invoke("list", "suites").output
+    suites = invoke("list", "suites").output
+    assert "smoke" in suites
+    assert str(resources.files(SUITES_PACKAGE) / "smoke.toml") in suites  # where it is read from
 
 
 def test_doctor_names_the_meter_a_cpu_run_uses():

@@ -1,9 +1,16 @@
 """The package's layers (docs/architecture.md) are a checked contract: `lint-imports` passes on
 the package, and adding a forbidden import (torch in the store) makes it fail. Runs on a copy,
-so nothing is touched."""
+so nothing is touched.
+
+The copy is laid out as the package is installed: the repository's top-level ``workloads/``
+folder becomes ``greenbench/workloads/`` there, as setup.py maps it. At the repository's root,
+grimp reads the greenbench/ folder alone and cannot see that package (its layer is optional in
+pyproject.toml for that reason); here the same contracts check it, and a workload importing a
+layer above its own breaks them."""
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import subprocess
@@ -11,10 +18,24 @@ from pathlib import Path
 
 import pytest
 
+from greenbench import checkout
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(
     shutil.which("lint-imports") is None, reason="import-linter is not installed"
 )
+
+
+def package_dir() -> dict[str, str]:
+    """setup.py's ``PACKAGE_DIR``: each package that lives outside greenbench/, and its folder."""
+    tree = ast.parse((ROOT / "setup.py").read_text())
+    (value,) = (
+        node.value
+        for node in tree.body
+        if isinstance(node, ast.Assign)
+        and any(isinstance(t, ast.Name) and t.id == "PACKAGE_DIR" for t in node.targets)
+    )
+    return ast.literal_eval(value)
 
 
 def lint(tree: Path) -> subprocess.CompletedProcess[str]:
@@ -31,11 +52,17 @@ def lint(tree: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def tree(tmp_path: Path) -> Path:
-    shutil.copytree(
-        ROOT / "greenbench", tmp_path / "greenbench", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    """greenbench as installed: its folder, with each mapped package copied to where it goes."""
+    skip = shutil.ignore_patterns("__pycache__")
+    shutil.copytree(ROOT / "greenbench", tmp_path / "greenbench", ignore=skip)
+    for package, folder in package_dir().items():
+        shutil.copytree(ROOT / folder, tmp_path.joinpath(*package.split(".")), ignore=skip)
     shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
     return tmp_path
+
+
+def test_setup_maps_the_package_a_checkout_maps() -> None:
+    assert package_dir() == {checkout.PACKAGE: checkout.FOLDER}
 
 
 def test_the_contracts_hold_and_a_forbidden_import_breaks_them(tree: Path) -> None:
@@ -57,3 +84,12 @@ def test_a_rank_importing_the_launcher_breaks_the_contracts(tree: Path) -> None:
     assert broken.returncode != 0
     assert "A rank imports nothing of the launcher's side BROKEN" in broken.stdout
     assert "greenbench.rank.mesh -> greenbench.launcher.launch" in broken.stdout
+
+
+def test_a_workload_importing_a_layer_above_breaks_the_layers(tree: Path) -> None:
+    module = tree / "greenbench" / "workloads" / "hybrid.py"
+    module.write_text(module.read_text() + "\nfrom greenbench.spec import DEFAULTS  # noqa\n")
+    broken = lint(tree)
+    assert broken.returncode != 0
+    assert "greenbench.workloads is not allowed to import greenbench.spec" in broken.stdout
+    assert "greenbench.workloads.hybrid -> greenbench.spec" in broken.stdout

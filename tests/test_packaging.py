@@ -1,6 +1,8 @@
-"""The shipped suites travel inside the package: a built wheel holds them as package data, and
-loading one by name reads it through importlib.resources, not from a source checkout. An
-installed wheel (not this editable checkout) runs the smoke suite from any directory."""
+"""The standard workloads and the shipped suites travel inside the package: the repository's
+top-level ``workloads/`` folder is installed as ``greenbench.workloads`` (setup.py maps it), a
+built wheel holds its modules and the suites as package data, and loading a suite by name reads
+it through importlib.resources, not from the current directory. An installed wheel (not this
+editable checkout) runs the smoke suite from any directory."""
 
 from __future__ import annotations
 
@@ -9,20 +11,34 @@ import shutil
 import subprocess
 import sys
 import zipfile
+from importlib import resources
 from pathlib import Path
 
 import pytest
 
-from greenbench import spec
+from greenbench import spec, suite
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_suites_load_from_the_package_not_from_a_checkout(monkeypatch, tmp_path):
+def test_suites_load_from_the_package_from_any_directory(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)  # any directory
-    assert set(spec.available_suites()) >= {"smoke", "posttrain", "odc"}
-    assert spec.load_suite("smoke").name == "smoke"
-    assert not (ROOT / "workloads").exists()  # nothing beside the package to fall back on
+    assert set(suite.available_suites()) >= {"smoke", "posttrain", "odc"}
+    smoke = suite.load_suite("smoke")
+    assert smoke.name == "smoke"
+    # read where the package greenbench.workloads.suites lies: here, the checkout's workloads/
+    folder = Path(str(resources.files(suite.SUITES_PACKAGE)))
+    assert Path(smoke.source) == folder / "smoke.toml"
+    assert folder == ROOT / "workloads" / "suites"
+
+
+def test_a_checkout_imports_its_own_workloads():
+    """From this checkout (installed editable or on the import path), greenbench.workloads is
+    its top-level workloads/ folder, not another checkout's nor an installed copy."""
+    import greenbench.workloads
+
+    assert Path(greenbench.workloads.__file__) == ROOT / "workloads" / "__init__.py"
+    assert Path(greenbench.__file__) == ROOT / "greenbench" / "__init__.py"
 
 
 @pytest.fixture(scope="module")
@@ -32,11 +48,10 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     src.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "setup.py", "README.md"):
         shutil.copy2(ROOT / name, src / name)
-    shutil.copytree(
-        ROOT / "greenbench", src / "greenbench", ignore=shutil.ignore_patterns("__pycache__")
-    )
+    for folder in ("greenbench", "workloads"):
+        shutil.copytree(ROOT / folder, src / folder, ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
         [sys.executable, "-m", "pip", "wheel", str(src), "--no-deps", "--no-build-isolation",
          "-w", str(tmp / "dist"), "-q"],
@@ -48,10 +63,17 @@ def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.mark.slow
-def test_the_wheel_ships_every_suite(wheel: Path):
+def test_the_wheel_ships_every_workload_and_suite_inside_greenbench(wheel: Path):
     names = set(zipfile.ZipFile(wheel).namelist())
-    shipped = {f"greenbench/suites/{p.name}" for p in (ROOT / "greenbench/suites").glob("*.toml")}
-    assert shipped and shipped <= names
+    folder = ROOT / "workloads"
+    shipped = {
+        f"greenbench/workloads/{p.relative_to(folder).as_posix()}"
+        for pattern in ("*.py", "suites/*.py", "suites/*.toml")
+        for p in folder.glob(pattern)
+    }
+    assert {"greenbench/workloads/__init__.py", "greenbench/workloads/suites/smoke.toml"} <= shipped
+    assert shipped <= names
+    assert not any(name.startswith("workloads/") for name in names)  # not a top-level package
 
 
 #: the smoke suite's every workload, model family and strategy, at one sequence length (its
@@ -109,9 +131,10 @@ def test_the_installed_wheel_runs_the_smoke_suite_from_any_directory(wheel: Path
         return out.stdout.strip()
 
     site = Path(in_venv("import sysconfig; print(sysconfig.get_path('purelib'))")).resolve()
-    imported = Path(in_venv("import greenbench.cli; print(greenbench.cli.__file__)")).resolve()
-    assert imported.is_relative_to(site / "greenbench"), f"{imported} is not the wheel's copy"
-    assert not imported.is_relative_to(ROOT)
+    for module in ("greenbench.cli", "greenbench.workloads"):
+        imported = Path(in_venv(f"import {module}; print({module}.__file__)")).resolve()
+        assert imported.is_relative_to(site / "greenbench"), f"{imported} is not the wheel's copy"
+        assert not imported.is_relative_to(ROOT)
     script = venv / "bin" / "greenbench"
     assert script.read_text().splitlines()[0] == f"#!{python}"  # the entry point runs the venv
     worker_pyc = site / "greenbench" / "rank" / "__pycache__"
@@ -137,7 +160,7 @@ def test_the_installed_wheel_runs_the_smoke_suite_from_any_directory(wheel: Path
 
     runs = list_runs(db, limit=None)
     expected = spec.expand_suite(
-        spec.load_suite("smoke"), {"device": "cpu", "repeats": 1, **SHORT}, label=None
+        suite.load_suite("smoke"), {"device": "cpu", "repeats": 1, **SHORT}, label=None
     )
     assert len(runs) == len(expected) > 0
     assert sorted(runs["config_name"]) == sorted(s.name for s in expected)

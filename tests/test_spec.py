@@ -8,15 +8,10 @@ from pathlib import Path
 import pytest
 
 from greenbench.errors import SpecError
-from greenbench.spec import (
-    DEFAULTS,
-    available_suites,
-    coerce_all,
-    expand,
-    expand_suite,
-    load_suite,
-    parse_assignment,
-)
+from greenbench.settings import spec_identity
+from greenbench.settings.written import coerce_all, parse_assignment
+from greenbench.spec import DEFAULTS, expand, expand_suite
+from greenbench.suite import available_suites, load_suite, packaged_suites
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -30,6 +25,13 @@ def test_shipped_suites_load_and_expand():
     for name in ("smoke", "posttrain", "odc"):
         specs = expand_suite(load_suite(name), {}, label=None)
         assert specs and all(s.suite == name for s in specs)
+
+
+def test_a_suite_names_the_file_it_was_read_from(tmp_path, monkeypatch):
+    assert load_suite("smoke").source == str(packaged_suites()["smoke"])
+    write(tmp_path, '[[entries]]\nworkload = "transformer-vs-mamba"\n')
+    monkeypatch.chdir(tmp_path)
+    assert load_suite("suite.toml").source == str(tmp_path / "suite.toml")  # made absolute
 
 
 def test_workload_sweep_expands_product():
@@ -70,9 +72,9 @@ def test_identity_ignores_repeats_and_debug():
         "transformer-vs-mamba",
         [{"data.seq_len": 128, "model.family": "mamba", "repeats": 9, "debug.slowdown_s": 0.5}],
     )[0]
-    assert a.identity() == b.identity()
+    assert spec_identity(a) == spec_identity(b)
     c = expand("transformer-vs-mamba", [{"data.seq_len": 256, "model.family": "mamba"}])[0]
-    assert a.identity() != c.identity()
+    assert spec_identity(a) != spec_identity(c)
 
 
 @pytest.mark.parametrize(
@@ -168,7 +170,7 @@ def test_nproc_and_the_layout_resolve_from_each_other():
 
 def test_layout_settings_are_part_of_the_identity():
     (two,) = expand("data-parallel", [{"strategy": "fsdp", "data.lengths": "fixed"}])
-    assert two.identity()["layout.dp_shard"] == 2 and "model.scan" in two.identity()
+    assert spec_identity(two)["layout.dp_shard"] == 2 and "model.scan" in spec_identity(two)
 
 
 @pytest.mark.parametrize(
@@ -220,7 +222,7 @@ def test_balance_auto_is_each_strategys_own():
     # auto resolves before the identity is taken: same-count given or chosen is one config
     given = expand("transformer-vs-mamba", [{"data.balance": "same-count"}])[0]
     chosen = expand("transformer-vs-mamba", [])[0]
-    assert given.identity() == chosen.identity()
+    assert spec_identity(given) == spec_identity(chosen)
 
 
 @pytest.mark.parametrize(
@@ -256,8 +258,8 @@ def test_settings_that_do_not_apply_stay_out_of_the_identity():
         expand("hybrid", [{"layout": layout, "model.family": "transformer"}])[0]
         for layout in ("tp2-dps2", "pp2-dps2")
     )
-    assert "layout" not in flat.identity() and "train.pp_schedule" not in flat.identity()
-    assert piped.identity()["train.pp_schedule"] == "1f1b"
+    assert "layout" not in spec_identity(flat) and "train.pp_schedule" not in spec_identity(flat)
+    assert spec_identity(piped)["train.pp_schedule"] == "1f1b"
 
 
 def test_a_suite_sizes_its_configurations_for_the_device_they_run_on(tmp_path):
@@ -341,13 +343,15 @@ def test_power_settings_are_checked(settings, message):
 
 def test_power_settings_keep_other_runs_identities():
     plain = expand("transformer-vs-mamba", [{}])[0]
-    assert not {k for k in plain.identity() if k.startswith(("gpu.", "emulate.gpu", "energy.n"))}
+    assert not {
+        k for k in spec_identity(plain) if k.startswith(("gpu.", "emulate.gpu", "energy.n"))
+    }
     limited = expand("transformer-vs-mamba", [{"gpu.power_limit_frac": 0.7}])[0]
-    assert limited.identity()["gpu.power_limit_frac"] == 0.7  # until the launcher has watts
+    assert spec_identity(limited)["gpu.power_limit_frac"] == 0.7  # until the launcher has watts
     emulated = expand("transformer-vs-mamba", [{"emulate.gpu": "h100", "device": "cpu"}])[0]
-    assert emulated.identity()["emulate.gpu"] == "h100"
+    assert spec_identity(emulated)["emulate.gpu"] == "h100"
     node = expand("transformer-vs-mamba", [{"energy.node": "off"}])[0]
-    assert node.identity() == plain.identity()  # a meter beside the devices changes nothing
+    assert spec_identity(node) == spec_identity(plain)  # a meter beside the devices changes nothing
 
 
 def test_the_power_limit_workload_sweeps_four_fractions_for_two_families():

@@ -7,7 +7,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from greenbench.errors import SpecError
-from greenbench.spec import DEFAULTS, expand_suite, load_suite, parse_assignment, parse_suite
+from greenbench.settings.written import parse_assignment
+from greenbench.spec import DEFAULTS, expand_suite
+from greenbench.suite import load_suite, parse_suite
 
 keys = st.sampled_from([*DEFAULTS, "model", "bogus", "data.seq", ""])
 scalars = st.one_of(

@@ -16,6 +16,7 @@ import pytest
 from greenbench.energy.base import EnergyWindow, PowerSample
 from greenbench.errors import StoreError
 from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.settings import identity_of, spec_identity
 from greenbench.store import (
     Store,
     check_integrity,
@@ -454,18 +455,16 @@ def test_get_run_unknown_and_ambiguous(tmp_path: Path) -> None:
 def test_ids_and_config_key() -> None:
     ids = {new_run_id() for _ in range(100)}
     assert len(ids) == 100 and all(len(i) == 12 and int(i, 16) >= 0 for i in ids)
-    base = {"workload": "w", "settings": {"data.seq_len": 256, "seed": 0, "repeats": 3}}
-    key = config_key(base)
+    base = {"data.seq_len": 256, "seed": 0, "repeats": 3}
+    key = config_key(identity_of(base, "w"))
     assert len(key) == 16
-    same = {
-        "label": "feature",
-        "suite": "ci",
-        "settings": {"repeats": 5, "seed": 0, "debug.slowdown_s": 1.0, "data.seq_len": 256},
-        "workload": "w",
-    }
-    assert config_key(same) == key
-    assert config_key({"workload": "w", "settings": {"data.seq_len": 512, "seed": 0}}) != key
-    assert config_key({"workload": "w", "settings": {"data.seq_len": 256, "seed": 1}}) != key
+    # repeats and test instrumentation are not part of a configuration (nor are a run's label
+    # and suite, which are not settings)
+    same = {"repeats": 5, "seed": 0, "debug.slowdown_s": 1.0, "data.seq_len": 256}
+    assert config_key(identity_of(same, "w")) == key
+    assert config_key(identity_of({"data.seq_len": 512, "seed": 0}, "w")) != key
+    assert config_key(identity_of({"data.seq_len": 256, "seed": 1}, "w")) != key
+    assert config_key(identity_of(base, "v")) != key
 
 
 # --------------------------------------------------------------------------- refusals
@@ -782,7 +781,7 @@ def test_a_meter_read_error_is_stored_as_unknown_energy_never_zero(tmp_path: Pat
     NULL energy with the meter's reason, while the run's other figures stay."""
     from dataclasses import replace
 
-    from greenbench.metrics import aggregate_repeat
+    from greenbench.aggregate import aggregate_repeat
 
     outcome = make_outcome()
     broken = EnergyWindow("rapl", True, 2.0, None, None, None, None, (), "read error: EIO")
@@ -894,7 +893,7 @@ def test_runs_written_before_layouts_migrate_and_match_new_runs(tmp_path: Path) 
     assert json.loads(ddp["kernels"]) == {"attention": "sdpa"}
     assert not ddp["rank_cpu_quota"]
     for old, new in ((ddp, new_ddp), (fsdp, new_fsdp), (mamba, new_mamba)):
-        assert old["config_key"] == key_of(new.identity()), old["run_id"]
+        assert old["config_key"] == key_of(spec_identity(new)), old["run_id"]
 
 
 def test_runs_under_cpu_quotas_are_renamed_once(

@@ -13,9 +13,9 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
+from greenbench.aggregate import aggregate_repeat
 from greenbench.cli import main
 from greenbench.energy.base import EnergyWindow
-from greenbench.metrics import aggregate_repeat
 from greenbench.results import RankResult, RunOutcome
 from greenbench.store import Store, export, get_run, read_frame
 from greenbench.store.views import RUN_RESULTS, ok_repeats_sql

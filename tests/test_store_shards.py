@@ -22,10 +22,10 @@ import duckdb
 import pytest
 from click.testing import CliRunner
 
+from greenbench.aggregate import aggregate_repeat
 from greenbench.cli import main
 from greenbench.energy.base import EnergyWindow, PowerSample
 from greenbench.errors import StoreError
-from greenbench.metrics import aggregate_repeat
 from greenbench.results import CommRecord, RankResult, RunOutcome
 from greenbench.store import (
     SCHEMA_VERSION,

@@ -18,10 +18,10 @@ from pathlib import Path
 from greenbench.cluster.executors import JobEnd
 from greenbench.cluster.manifest import JobRecord, Manifest
 from greenbench.launcher.runners.record import spec_record
+from greenbench.settings.runspec import RunSpec
 from greenbench.store import Store, list_runs, merge_pending
 from greenbench.store.shard_writer import read_begun, store_unfinished
 from greenbench.store.writer import FINAL_STATUSES
-from greenbench.vocabulary import RunSpec
 
 
 def collect_job(manifest: Manifest, job: JobRecord, end: JobEnd, store: Store) -> list[str]:

@@ -8,16 +8,16 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
+from greenbench.cluster.job_arrays import plan_jobs
 from greenbench.cluster.manifest import jobs_dir
 from greenbench.cluster.options import ClusterOptions
-from greenbench.cluster.plan import plan_jobs
 from greenbench.cluster.sbatch import dry_run_text
 from greenbench.cluster.submit import nothing_fits, submit
 from greenbench.cluster.watch import wait_with_progress
 from greenbench.errors import DoesNotFit, SpecError
 from greenbench.launcher.launch import install_interrupt_handlers
 from greenbench.launcher.progress import print_summary
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
 
 
 def run_on_cluster(

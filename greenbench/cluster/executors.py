@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 
 from greenbench.cluster.job import RunJob
-from greenbench.cluster.plan import JobShape
+from greenbench.cluster.job_arrays import JobShape
 from greenbench.errors import GreenbenchError
 
 #: SLURM states of a job that is not over (submitit says UNKNOWN before sacct knows the job)

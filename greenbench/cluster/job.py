@@ -21,9 +21,9 @@ import zlib
 from pathlib import Path
 from typing import Any
 
+from greenbench.settings.runspec import RunSpec
 from greenbench.store.connection import shard_dir
 from greenbench.store.writer import SHARD_SUFFIX
-from greenbench.vocabulary import RunSpec
 
 #: rendezvous ports, one per job id in this range, so that two jobs sharing a node do not meet
 _PORTS = (20000, 30000)

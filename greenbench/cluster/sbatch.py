@@ -12,8 +12,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from greenbench.cluster.job_arrays import JobArray, Plan
 from greenbench.cluster.options import ClusterOptions
-from greenbench.cluster.plan import JobArray, Plan
 
 #: submitit parameters that are not #SBATCH flags
 _NOT_FLAGS = ("array_parallelism", "setup")

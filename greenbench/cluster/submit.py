@@ -29,20 +29,21 @@ from greenbench.cluster.executors import (
     require_scheduler,
     submit_jobs,
 )
+from greenbench.cluster.job_arrays import JobShape, Plan, plan_jobs
 from greenbench.cluster.manifest import JobRecord, Manifest, load_manifests, new_manifest
 from greenbench.cluster.options import ClusterOptions
-from greenbench.cluster.plan import JobShape, Plan, plan_jobs
 from greenbench.cluster.sbatch import slurm_parameters
 from greenbench.errors import DoesNotFit, SpecError, StoreError
-from greenbench.store import Store, config_key
-from greenbench.vocabulary import RunSpec
+from greenbench.settings import spec_key
+from greenbench.settings.runspec import RunSpec
+from greenbench.store import Store
 
 #: (config key as submitted, label): how a configuration is named across submissions
 Key = tuple[str, str | None]
 
 
 def submitted_key(spec: RunSpec) -> Key:
-    return (config_key(spec.identity()), spec.label)
+    return (spec_key(spec), spec.label)
 
 
 def submit(

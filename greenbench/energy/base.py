@@ -63,7 +63,7 @@ class Probe:
 
 
 class Meter(ABC):
-    """An energy source. Subclasses register themselves in ``greenbench.energy.METERS``."""
+    """An energy source. Subclasses register in ``greenbench.energy.sources.ENERGY_SOURCES``."""
 
     source: ClassVar[str]
     measured: ClassVar[bool] = True

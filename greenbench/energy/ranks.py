@@ -7,7 +7,7 @@ a failed read — with a note naming who reads the energy, and carries the same 
 ``measured`` as rank 0's meter so that a run never looks like a mix of sources. Component fields
 stay None ("owns none of it").
 
-Summing ranks is then plain addition (``greenbench.metrics`` does it): ``energy_j`` is the sum,
+Summing ranks is then plain addition (``greenbench.aggregate`` does it): ``energy_j`` is the sum,
 unknown (None) if any rank failed to read; each component is the sum of the ranks that report it.
 """
 

@@ -8,6 +8,7 @@ Order (the best source that exists here):
 - cpu runs: ``rapl`` read directly, then ``zeus`` (which reaches RAPL through zeusd or a
   container mount), then the ``estimate``.
 
+The sources, and how each makes a rank's meter, are `greenbench.energy.sources.ENERGY_SOURCES`.
 CPU-side sources (rapl, zeus on cpu, estimate) read the whole node, so only local rank 0 gets
 the real meter; other ranks get a :class:`~greenbench.energy.ranks.NullMeter` (energy 0.0,
 same source label), and summing ranks gives the node total once. The estimate uses the
@@ -19,23 +20,12 @@ and ``greenbench doctor`` so that the doctor says exactly what a run would do.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from functools import cache
 
-from greenbench.energy import METERS
 from greenbench.energy.base import Meter, Probe
-from greenbench.energy.estimate import EstimateMeter
-from greenbench.energy.nvml import NvmlMeter
-from greenbench.energy.ranks import NullMeter
-from greenbench.energy.rapl import RaplMeter
-from greenbench.energy.zeus import ZeusMeter
+from greenbench.energy.sources import ENERGY_SOURCES, MeterRequest, ProbeFn, zeus_count
 from greenbench.errors import MeterUnavailable, SpecError
-
-ProbeFn = Callable[[str], Probe]
-
-
-def _zeus_count(p: Probe, kind: str) -> int:
-    return int(p.details.get(kind, 0)) if p.available else 0
 
 
 def _normalise_device(device: str) -> str:
@@ -53,7 +43,7 @@ def auto_source(device: str, probe: ProbeFn) -> tuple[str | None, str]:
         if nv.available:
             return "nvml", f"NVML: {nv.reason}"
         ze = probe("zeus")
-        if _zeus_count(ze, "gpus"):
+        if zeus_count(ze, "gpus"):
             return "zeus", f"NVML unavailable ({nv.reason}); zeus: {ze.reason}"
         return None, (
             f"no GPU energy source: nvml: {nv.reason}; zeus: {ze.reason}. Install the NVIDIA "
@@ -63,43 +53,12 @@ def auto_source(device: str, probe: ProbeFn) -> tuple[str | None, str]:
     if ra.available:
         return "rapl", f"RAPL: {ra.reason}"
     ze = probe("zeus")
-    if _zeus_count(ze, "cpus"):
+    if zeus_count(ze, "cpus"):
         return "zeus", f"RAPL not directly readable ({ra.reason}); zeus: {ze.reason}"
     return "estimate", (
         f"no CPU energy counter (rapl: {ra.reason}; zeus: {ze.reason}), so a TDP × load "
         "estimate, not a measurement"
     )
-
-
-def _build(
-    name: str,
-    device: str,
-    gpu_indices: Sequence[int],
-    local_rank: int,
-    probe: ProbeFn,
-    sample_power: bool = False,
-) -> Meter:
-    """Construct meter ``name`` for this rank (NullMeter where another rank reads the node)."""
-    if name == "nvml":
-        if device != "cuda" or not gpu_indices:
-            raise MeterUnavailable(
-                "nvml measures GPUs, and this rank owns none (cpu run): use rapl, zeus or estimate"
-            )
-        return NvmlMeter(list(gpu_indices), sample_power=sample_power)
-    if name == "zeus" and device == "cuda":
-        if not gpu_indices:
-            raise MeterUnavailable("zeus on a cuda run needs the GPU indices this rank owns")
-        return ZeusMeter(gpu_indices=list(gpu_indices), cpu_indices=[])
-    cls: type[Meter] = {"zeus": ZeusMeter, "rapl": RaplMeter, "estimate": EstimateMeter}[name]
-    if name == "zeus":
-        n_cpus = _zeus_count(probe("zeus"), "cpus")
-        if not n_cpus:
-            raise MeterUnavailable(f"zeus finds no CPU RAPL package: {probe('zeus').reason}")
-    if local_rank != 0:
-        return NullMeter(cls)
-    if name == "zeus":
-        return ZeusMeter(gpu_indices=[], cpu_indices=list(range(n_cpus)))
-    return cls()
 
 
 def select_meter(
@@ -116,28 +75,30 @@ def select_meter(
     ``forced`` is the ``--energy-source`` value or None for automatic. ``gpu_indices`` are the
     CUDA devices this rank owns. Raises SpecError for an unknown source name and
     MeterUnavailable (one line, with the probe's reason) when the source cannot work here.
-    ``probe`` replaces ``METERS[name].probe()`` (tests). ``sample_power``: NVML also samples
+    ``probe`` replaces ``ENERGY_SOURCES[name].probe()`` (tests). ``sample_power``: NVML also samples
     power on counter devices (for the window's peak).
     """
     kind = _normalise_device(device)
-    probe_fn = probe or cache(lambda name: METERS[name].probe())
+    probe_fn = probe or cache(lambda name: ENERGY_SOURCES[name].probe())
     if forced is None:
         name, why = auto_source(kind, probe_fn)
         if name is None:
             raise MeterUnavailable(why)
     else:
         name = forced.strip().lower()
-        if name not in METERS:
-            raise SpecError(f"unknown energy source {forced!r}: choose one of {', '.join(METERS)}")
+        if name not in ENERGY_SOURCES:
+            choices = ", ".join(ENERGY_SOURCES)
+            raise SpecError(f"unknown energy source {forced!r}: choose one of {choices}")
         p = probe_fn(name)
         if not p.available:
             raise MeterUnavailable(f"--energy-source {name} is not available here: {p.reason}")
-    return _build(name, kind, gpu_indices, local_rank, probe_fn, sample_power)
+    request = MeterRequest(kind, tuple(gpu_indices), local_rank, probe_fn, sample_power)
+    return ENERGY_SOURCES[name].make(request)
 
 
 def doctor_report() -> list[Probe]:
     """One probe per registered source, in registry order."""
-    return [cls.probe() for cls in METERS.values()]
+    return [source.probe() for source in ENERGY_SOURCES.values()]
 
 
 def cuda_device_names() -> list[str]:

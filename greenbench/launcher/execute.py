@@ -31,7 +31,7 @@ from greenbench.launcher.cpu_quota import RankQuotas
 from greenbench.processes import die_with_parent, forget_stops, raise_if_stopped
 from greenbench.rank.hangs import find_hang
 from greenbench.results import RankResult
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
 
 
 def threads_per_rank(nproc: int) -> int:

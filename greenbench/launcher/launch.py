@@ -32,7 +32,8 @@ from greenbench.launcher.resolve import resolve_spec
 from greenbench.launcher.runners import Peak, RunContext, Runners
 from greenbench.processes import stop_handler
 from greenbench.results import RunOutcome
-from greenbench.vocabulary import RunSpec
+from greenbench.settings import spec_key
+from greenbench.settings.runspec import RunSpec
 
 if TYPE_CHECKING:
     from greenbench.store import Store
@@ -106,7 +107,7 @@ def run_specs(
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.hardware.fingerprint import fingerprint as machine_fingerprint
     from greenbench.launcher.cpu_quota import sweep_stale
-    from greenbench.store import config_key, new_run_id
+    from greenbench.store import new_run_id
 
     opts = options or RunOptions()
     emit: OnEvent = on_event or (lambda *_: None)
@@ -139,7 +140,7 @@ def run_specs(
     summary = RunSummary()
     done = finished_configs(db_path) if opts.resume else set()
     for i, (runner, spec) in enumerate(zip(chosen, specs, strict=True)):
-        if (config_key(spec.identity()), spec.label) in done:
+        if (spec_key(spec), spec.label) in done:
             emit("skip", spec, {})
             continue
         run_id = opts.run_ids[i] if opts.run_ids else new_run_id()

@@ -46,7 +46,7 @@ from greenbench.energy.power_limit import (
 from greenbench.hardware.machine import cache_dir
 from greenbench.rank import emulated_gpu
 from greenbench.rank.rank_meters import limit_requested
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
 
 JOURNAL_NAME = "power-limits.json"
 

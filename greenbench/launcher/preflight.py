@@ -17,7 +17,7 @@ import numpy as np
 
 from greenbench.errors import MeterUnavailable
 from greenbench.plan.estimate import Need, duration, gib
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
 
 
 def need_of(spec: RunSpec) -> Need:

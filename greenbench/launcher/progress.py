@@ -16,14 +16,15 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from greenbench.aggregate import run_medians
 from greenbench.launcher.launch import (
     RunOptions,
     RunSummary,
     install_interrupt_handlers,
     run_specs,
 )
-from greenbench.metrics import run_medians
-from greenbench.vocabulary import RunSpec, energy_label
+from greenbench.settings.runspec import RunSpec
+from greenbench.vocabulary import energy_label
 from greenbench.vocabulary.trust import Trust
 
 
@@ -117,7 +118,7 @@ def finished_line(
     """One finished configuration as rich markup: status, run id, name, and from its
     ``repeats`` (anything with ``tokens_per_s``, ``joules_per_token``, ``mfu``,
     ``energy_source``, ``energy_measured``, ``idle_note``) the medians that are stored and
-    `list runs` shows (`metrics.run_medians`), then the run's trust markers (contended, an
+    `list runs` shows (`aggregate.run_medians`), then the run's trust markers (contended, an
     unreliable idle baseline, too few repeats for a 95 % interval: `vocabulary.trust`); or its
     error."""
     line = escape(f"{status:<11} {run_id}  {name}")

@@ -10,7 +10,8 @@ import os
 from dataclasses import replace
 
 from greenbench.errors import DeviceUnavailable, KernelUnavailable, SpecError
-from greenbench.vocabulary import RunSpec, is_user_workload
+from greenbench.settings.runspec import RunSpec
+from greenbench.vocabulary import is_user_workload
 
 
 def resolve_device(spec: RunSpec) -> RunSpec:
@@ -53,11 +54,13 @@ def resolve_compile(spec: RunSpec) -> RunSpec:
     """``train.compile`` as on or off: auto is on for the Transformer on CUDA under the
     strategies of `COMPILED_BY_DEFAULT` (as torchtitan runs it), off elsewhere (on CPU the
     reference runs stay eager, and compiling a tiny model costs more than it saves)."""
+    from greenbench.models import FAMILIES
+
     s = dict(spec.settings)
     if s["train.compile"] == "auto":
         on = (
             s["device"] == "cuda"
-            and s["model.family"] == "transformer"
+            and FAMILIES[s["model.family"]].compiled_by_default
             and s["strategy"] in COMPILED_BY_DEFAULT
         )
         s["train.compile"] = "on" if on else "off"
@@ -69,10 +72,11 @@ def resolve_liger(spec: RunSpec) -> RunSpec:
     strategies of `COMPILED_BY_DEFAULT` when liger-kernel is installed. ``on`` elsewhere is
     refused with its reason (SpecError: another family or a strategy whose loss is computed
     elsewhere; KernelUnavailable: not installed, or a CPU without Triton's interpreter)."""
+    from greenbench.models import FAMILIES
     from greenbench.models.transformer.fused import liger_available, liger_runs_on
 
     s = dict(spec.settings)
-    fits = s["model.family"] == "transformer" and s["strategy"] in COMPILED_BY_DEFAULT
+    fits = FAMILIES[s["model.family"]].fused_kernels and s["strategy"] in COMPILED_BY_DEFAULT
     if s["model.liger"] == "auto":
         on = fits and s["device"] == "cuda" and liger_available()
         s["model.liger"] = "on" if on else "off"

@@ -107,8 +107,8 @@ def measure_command(
     """Run ``argv`` under a meter and store the whole process's energy (module docstring)."""
     from greenbench.energy import select_meter
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
+    from greenbench.energy.settings import MAX_IDLE_S
     from greenbench.hardware.fingerprint import fingerprint
-    from greenbench.spec import MAX_IDLE_S
     from greenbench.store import new_run_id
     from greenbench.vocabulary import energy_label
 

@@ -26,12 +26,12 @@ from typing import Any
 
 from greenbench.errors import SpecError
 from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
+from greenbench.settings import identity_of
 from greenbench.vocabulary import (
     OWN_LOOP_STRATEGY,
     WHOLE_PROCESS_STRATEGY,
     Layout,
     config_key,
-    identity,
 )
 
 LOOP_STRATEGY = OWN_LOOP_STRATEGY
@@ -74,7 +74,7 @@ def run_record(
         suite=None,
         workload=workload,
         config_name=config_name,
-        config_key=config_key(identity(s, workload)),
+        config_key=config_key(identity_of(s, workload)),
         config=json.dumps(
             {"workload": workload, "suite": None, "label": label, "settings": s},
             sort_keys=True,
@@ -133,7 +133,7 @@ def store_run(
     the FLOPs came from) in front of its MFU note."""
     from dataclasses import replace
 
-    from greenbench.metrics import aggregate_repeat
+    from greenbench.aggregate import aggregate_repeat
     from greenbench.store import Store
 
     repeats: list[RepeatResult] = []

@@ -111,11 +111,19 @@ class Measurement:
         region: str,
         idle_s: float,
     ) -> None:
+        from greenbench.config import setting_of
         from greenbench.energy.carbon import carbon_intensity_g_per_kwh
-        from greenbench.spec import CHOICES, MAX_IDLE_S
+        from greenbench.energy.settings import MAX_IDLE_S
+        from greenbench.settings import EnergySettings, RunSettings
 
-        def one_of(key: str) -> str:
-            return f"one of {', '.join(CHOICES[key])}"
+        choices = {
+            "device": setting_of(RunSettings, "device").choices,
+            "precision": setting_of(RunSettings, "precision").choices,
+            "energy_source": setting_of(EnergySettings, "source").choices,
+        }
+
+        def one_of(argument: str) -> str:
+            return f"one of {', '.join(choices[argument])}"
 
         checks: list[tuple[str, Any, bool]] = [
             ("warmup_steps", warmup_steps, "a whole number >= 0", _whole(warmup_steps) is None),
@@ -125,18 +133,18 @@ class Measurement:
                 "a finite number > 0, or None",
                 flops_per_token is not None and not _finite(flops_per_token, low=0.0, strict=True),
             ),
-            ("device", device, one_of("device"), device not in CHOICES["device"]),
+            ("device", device, one_of("device"), device not in choices["device"]),
             (
                 "precision",
                 precision,
                 f"{one_of('precision')} (the peak MFU is relative to)",
-                precision not in CHOICES["precision"],
+                precision not in choices["precision"],
             ),
             (
                 "energy_source",
                 energy_source,
-                one_of("energy.source"),
-                energy_source not in CHOICES["energy.source"],
+                one_of("energy_source"),
+                energy_source not in choices["energy_source"],
             ),
             (
                 "idle_s",

@@ -44,7 +44,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 from greenbench.errors import SpecError
-from greenbench.models.family import ModelInfo
+from greenbench.models.card import ModelInfo
 from greenbench.models.mamba.flops import mamba_flops_per_token, mamba_scan_flops_per_token
 from greenbench.models.mamba2.flops import mamba2_flops_per_token, mamba2_scan_flops_per_token
 from greenbench.models.transformer.flops import transformer_flops_per_token

@@ -2,8 +2,9 @@
 
 * `estimate`: lower bounds of memory and time, for the launcher's preflight ("refuse what cannot
   fit").
-* the layout planner (`greenbench plan`, docs/planner.md): `shapes` (the presets as plain
-  numbers), `comm` (α–β), `memory` (the one memory model, whose least terms `estimate` takes),
+* the layout planner (`greenbench plan`, docs/planner.md), which reads the models' torch-free
+  cards (`greenbench.models`: presets, FLOPs, which layouts fit, the families' terms): `comm`
+  (α–β), `memory` (the one memory model, whose least terms `estimate` takes),
   `power`, `device` (a GPU type) and `host` (this host's CPU ranks, from its stored runs),
   `cost`, `search` (every valid layout, ranked, its Pareto set), `calibrate` and `measured`
   (stored runs), `render` and `command` (the CLI's one call).

@@ -7,9 +7,9 @@ layout already chosen. No kept library predicts the joules per token of every la
 calibration back from measured runs, or reports its own error against them, which is this
 project's question: which DP × TP × PP × CP layout spends the fewest joules per token?
 
-Nothing here imports torch: the presets come from `greenbench.plan.shapes`, the devices from the
-GPU table, and the store (with pandas and DuckDB) is imported only when ``--db`` or
-``--calibrate`` asks for stored runs.
+Nothing here imports torch: the presets come from the models' cards (`greenbench.models`), the
+devices from the GPU table, and the store (with pandas and DuckDB) is imported only when ``--db``
+or ``--calibrate`` asks for stored runs.
 """
 
 from __future__ import annotations
@@ -17,11 +17,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from greenbench.errors import SpecError
+from greenbench.models import model_preset
 from greenbench.plan.cost import Batch
 from greenbench.plan.device import DeviceModel, device_model
 from greenbench.plan.host import HOST, host_device, host_facts
 from greenbench.plan.search import MAX_DEVICES, MAX_GLOBAL_BATCH, MAX_SEQ_LEN, plan
-from greenbench.plan.shapes import model_shape
 
 
 def whole(option: str, text: str | int, least: int = 1, most: int | None = None) -> int:
@@ -95,7 +95,7 @@ def plan_command(
 ) -> None:
     """Plan every valid layout and print the ranked table (SpecError for bad input). Numbers
     may come as the command line's text."""
-    shape = model_shape(family, size)
+    shape = model_preset(family, size)
     n_devices = whole("--devices", devices, most=MAX_DEVICES)
     batch = Batch(
         seq_len=whole("--seq-len", seq_len, most=MAX_SEQ_LEN),

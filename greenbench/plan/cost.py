@@ -14,14 +14,16 @@ One optimizer step moves ``global_batch × seq_len`` tokens. Each data-parallel 
 * pipeline: the stages idle the bubble's share ``(p−1)/(m+p−1)``, so the compute stretches by
   ``(m+p−1)/m``.
 * communication, priced by the α–β model (`greenbench.plan.comm`) over the link each group uses:
-  - tp: per block and microbatch, two all-reduces forward and two backward of the microbatch's
-    activations ``tokens/cp × d × bytes`` (Megatron-LM's tensor parallelism: the row-wise
-    outputs forward, the replicated inputs' gradients backward); Mamba's split all-reduces its
-    ``x_proj`` output (``dt_rank + 2·d_state`` wide) and its ``out_proj`` output forward, and
-    the same two sizes backward;
-  - cp: per block and microbatch, the ring passes the K and V chunks ``cp−1`` times forward and
-    K, V and their gradients twice that backward (ring attention); Mamba passes its scan state
-    ``d_inner × d_state`` along the ranks forward and back;
+  - tp: per block and microbatch, the all-reduces the family's split issues (its card's
+    `PlannerTerms.tp_all_reduces`): Megatron-LM's tensor parallelism for the Transformer, two
+    forward and two backward of the microbatch's activations ``tokens/cp × d × bytes`` (the
+    row-wise outputs forward, the replicated inputs' gradients backward); Mamba's split
+    all-reduces its ``x_proj`` output (``dt_rank + 2·d_state`` wide) and its ``out_proj``
+    output forward, and the same two sizes backward;
+  - cp: per block and microbatch, the family's context-parallel messages (`PlannerTerms.
+    cp_passes` and ``cp_message``): the ring passes the K and V chunks ``cp−1`` times forward
+    and K, V and their gradients twice that backward (ring attention); Mamba passes its scan
+    state ``d_inner × d_state`` along the ranks forward and back;
   - pp: per microbatch, one activation forward and one gradient backward between stages,
     ``tokens/cp × d × bytes`` (the residual stream is whole on every tp rank, each sends its own);
   - dp_shard (FSDP, over ``dp_shard × cp`` ranks: the context-parallel ranks shard with the
@@ -45,10 +47,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from greenbench.models import ModelPreset
 from greenbench.plan import comm
 from greenbench.plan.device import DeviceModel
 from greenbench.plan.memory import Memory, fsdp_shards, per_device, stage_params
-from greenbench.plan.shapes import ModelShape
 from greenbench.vocabulary import MESH_ORDER, Layout
 
 GRAD_BYTES = 4  # gradients are reduced in fp32 (the parameters are fp32)
@@ -114,7 +116,7 @@ def link_of(layout: Layout, dim: str, device: DeviceModel) -> comm.Link:
     return device.network
 
 
-def block_flops_per_token(shape: ModelShape, seq_len: int) -> float:
+def block_flops_per_token(shape: ModelPreset, seq_len: int) -> float:
     """Training FLOPs of one block per token at ``seq_len`` (all of a token's but the head's)."""
     return (shape.flops_per_token(seq_len) - HEAD_FLOPS_PER_PARAM * shape.head_params) / (
         shape.n_layers
@@ -126,7 +128,7 @@ def stage_blocks(n_layers: int, pp: int) -> list[int]:
     return [n_layers // pp + (1 if i < n_layers % pp else 0) for i in range(pp)]
 
 
-def device_flops_per_token(shape: ModelShape, layout: Layout, seq_len: int) -> float:
+def device_flops_per_token(shape: ModelPreset, layout: Layout, seq_len: int) -> float:
     """FLOPs per token one tp rank of the busiest pipeline stage computes (module docstring)."""
     block = block_flops_per_token(shape, seq_len) / layout.tp
     head = HEAD_FLOPS_PER_PARAM * shape.head_params
@@ -135,7 +137,7 @@ def device_flops_per_token(shape: ModelShape, layout: Layout, seq_len: int) -> f
 
 
 def communication(
-    shape: ModelShape, layout: Layout, batch: Batch, device: DeviceModel, m: int
+    shape: ModelPreset, layout: Layout, batch: Batch, device: DeviceModel, m: int
 ) -> tuple[float, float]:
     """(seconds on the critical path, seconds of collectives that overlap compute) per step on
     one device (module docstring)."""
@@ -145,22 +147,17 @@ def communication(
     critical = 0.0
     if layout.tp > 1:
         link = link_of(layout, "tp", device)
-        if shape.family == "mamba":
-            narrow = tokens * (shape.dt_rank + 2 * (shape.d_state or 0)) * batch.activation_bytes
-            per_block = 2 * comm.all_reduce(act, layout.tp, link) + 2 * comm.all_reduce(
-                narrow, layout.tp, link
-            )
-        else:
-            per_block = 4 * comm.all_reduce(act, layout.tp, link)
+        per_block = sum(
+            calls * comm.all_reduce(tokens * width * batch.activation_bytes, layout.tp, link)
+            for calls, width in shape.tp_all_reduces
+        )
         critical += m * blocks * per_block
     if layout.cp > 1:
         link = link_of(layout, "cp", device)
-        if shape.family == "mamba":
-            state = batch.micro_batch * (shape.d_inner or 0) * (shape.d_state or 0) * 4
-            per_block = 2 * (layout.cp - 1) * comm.point_to_point(state / layout.tp, link)
-        else:
-            kv = tokens * 2 * shape.kv_dim * batch.activation_bytes / layout.tp
-            per_block = 3 * (layout.cp - 1) * comm.point_to_point(kv, link)
+        per_token, per_sequence = shape.cp_message
+        message = tokens * per_token * batch.activation_bytes + batch.micro_batch * per_sequence
+        passes = shape.planner.cp_passes * (layout.cp - 1)
+        per_block = passes * comm.point_to_point(message / layout.tp, link)
         critical += m * blocks * per_block
     if layout.pp > 1:
         critical += 2 * m * comm.point_to_point(act, link_of(layout, "pp", device))
@@ -189,7 +186,7 @@ def communication(
 
 
 def predict(
-    shape: ModelShape, layout: Layout, batch: Batch, device: DeviceModel
+    shape: ModelPreset, layout: Layout, batch: Batch, device: DeviceModel
 ) -> Prediction | None:
     """The predicted figures of ``layout``, or None when the batch does not divide over it."""
     m = batch.microbatches(layout)

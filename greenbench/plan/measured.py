@@ -27,10 +27,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from greenbench.models import ModelPreset
 from greenbench.plan.calibrate import stored_runs
 from greenbench.plan.cost import Batch, Prediction, predict
 from greenbench.plan.device import DeviceModel
-from greenbench.plan.shapes import ModelShape
 from greenbench.vocabulary import Layout
 
 PREDICTED_LENGTHS = "fixed"  #: the only length distribution the planner predicts
@@ -91,7 +91,7 @@ def run_batch(run: dict[str, Any]) -> Batch:
     )
 
 
-def measured(run: dict[str, Any], shape: ModelShape, device: DeviceModel) -> Measured | None:
+def measured(run: dict[str, Any], shape: ModelPreset, device: DeviceModel) -> Measured | None:
     """``run`` (a `get_run` dict) set against its prediction, or None if it cannot be predicted
     (its batch does not divide over its layout, or its rows are not full)."""
     if run.get("lengths", PREDICTED_LENGTHS) != PREDICTED_LENGTHS:
@@ -127,7 +127,7 @@ def measured(run: dict[str, Any], shape: ModelShape, device: DeviceModel) -> Mea
 
 
 def measured_layouts(
-    db: Path, shape: ModelShape, devices: int, device: DeviceModel, host: str | None = None
+    db: Path, shape: ModelPreset, devices: int, device: DeviceModel, host: str | None = None
 ) -> list[Measured]:
     """Every stored run of ``shape`` on ``devices`` devices of ``device``'s type on ``host``."""
     runs = stored_runs(db, device.label, host, model_family=shape.family, model_size=shape.size)

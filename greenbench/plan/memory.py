@@ -20,7 +20,8 @@ bf16 runs autocast, so the state is fp32 either way):
   the next: two blocks' parameters in the activation dtype, their tp slice.
 * activations: what autograd keeps saved for backward of one microbatch, per token and block,
   in the activation dtype (2 bytes bf16, 4 fp32), without recompute — counted from the tensors
-  the project's models save (`greenbench.rank.state_memory` counts the same on real runs).
+  the project's models save (`greenbench.rank.state_memory` counts the same on real runs);
+  each family's count is its card's (`greenbench.models.card.PlannerTerms`).
   A Llama block (transformers' `LlamaDecoderLayer`, SDPA) keeps, per RMSNorm, its input, the
   inverse RMS, the normalised input and the output (``3·d + 1``, twice); Q and K after RoPE,
   V, the attention output and the attention's log-sum-exp per head (``2·d + 2·d_kv + heads``,
@@ -33,7 +34,8 @@ bf16 runs autocast, so the state is fp32 either way):
   ``x_proj``'s input, Δ before and after softplus, the scan output, the skip sum, the gate
   and the gated output), ``x_proj``'s output (``dt_rank + 2·d_state``), the scan's B and C
   (``2·d_state``) and the project's chunked scan's saved states (``d_state · d_inner`` every
-  `SCAN_CHUNK` tokens), plus ``A`` and ``−A`` once per block (``2·d_inner·d_state``).
+  `greenbench.models.mamba.card.SCAN_CHUNK` tokens), plus ``A`` and ``−A`` once per block
+  (``2·d_inner·d_state``).
   A Mamba-2 block on the project's torch SSD scan (`greenbench.models.mamba2`; D = d_inner,
   N = d_state, H heads, G groups, Q the chunk length) keeps its RMSNorm (``3·d + 1``),
   ``in_proj``'s output (``2·D + 2·G·N + H``), the conv's padded input, output and SiLU output
@@ -69,12 +71,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from greenbench.plan.shapes import ModelShape
+from greenbench.models import ModelPreset
 from greenbench.vocabulary import Layout
 
 ADAMW_BYTES_PER_PARAM = 16  # fp32 parameter + gradient + exp_avg + exp_avg_sq
 LOSS_BYTES = 4  # the loss upcasts logits to float32
-SCAN_CHUNK = 32  # greenbench.models.mamba.scan.DEFAULT_CHUNK_SIZE: steps between saved states
 
 
 def state_bytes(n_params: float, shards: int) -> float:
@@ -92,32 +93,9 @@ def residual_bytes(tokens: float, d_model: int, n_layers: int, activation_bytes:
     return tokens * d_model * activation_bytes * n_layers
 
 
-def _block_activation_terms(shape: ModelShape, cp: int = 1) -> tuple[float, float]:
-    """(elements per token every tp rank keeps whole, elements per token tp splits) of one
-    block (module docstring)."""
-    d = shape.d_model
-    if shape.family == "mamba2":  # no tensor-parallel split (one group): all of it is whole
-        inner, n, heads = shape.d_inner or 0, shape.d_state or 0, shape.n_heads or 0
-        groups, chunk = shape.n_groups or 1, shape.chunk_size or 1
-        kept = (
-            3.0 * d + 1  # RMSNorm
-            + 2 * inner + 2 * groups * n + heads  # in_proj's output
-            + 3.0 * (inner + 2 * groups * n)  # the conv: padded input, output, SiLU
-            + 2.0 * heads * chunk + groups * chunk  # decay mask, masked scores, C·Bᵀ
-            + 9.0 * inner + 2.0 * inner * n / chunk + 5.0 * heads
-        )  # fmt: skip
-        return kept, 0.0
-    if shape.family == "mamba":
-        inner, n = shape.d_inner or 0, shape.d_state or 0
-        return 3.0 * d + 1 + shape.dt_rank + 4.0 * n, 9.0 * inner + n * inner / SCAN_CHUNK
-    heads, ffn = shape.n_heads or 0, shape.d_ffn or 0
-    ring = d if cp > 1 else 0  # the ring attention's output, copied back for o_proj
-    return 2 * (3.0 * d + 1), 2.0 * d + 2.0 * shape.kv_dim + heads + 4.0 * ffn + ring
-
-
-def block_activation_elements(shape: ModelShape, tp: int = 1, cp: int = 1) -> float:
+def block_activation_elements(shape: ModelPreset, tp: int = 1, cp: int = 1) -> float:
     """Elements one block keeps for backward, per token, on one of ``tp`` ranks (of ``cp``)."""
-    whole, split = _block_activation_terms(shape, cp)
+    whole, split = shape.planner.activations(shape.info, cp)
     return whole + split / tp
 
 
@@ -126,25 +104,24 @@ def fsdp_shards(layout: Layout) -> int:
     return layout.dp_shard * layout.cp
 
 
-def block_activation_constant(shape: ModelShape, tp: int = 1) -> float:
-    """Elements one block keeps whatever the tokens: Mamba's ``A`` and ``−A`` (0 otherwise)."""
-    if shape.family != "mamba":
-        return 0.0
-    return 2.0 * (shape.d_inner or 0) * (shape.d_state or 0) / tp
+def block_activation_constant(shape: ModelPreset, tp: int = 1) -> float:
+    """Elements one block keeps whatever the tokens, on one of ``tp`` ranks: Mamba's ``A`` and
+    ``−A`` (0 otherwise)."""
+    return shape.planner.activation_constant(shape.info) / tp
 
 
-def head_activation_elements(shape: ModelShape) -> float:
+def head_activation_elements(shape: ModelPreset) -> float:
     """Elements per token the final RMSNorm keeps (besides the logits)."""
     return 3.0 * shape.d_model + 1
 
 
-def block_params_on_rank(shape: ModelShape, tp: int) -> float:
+def block_params_on_rank(shape: ModelPreset, tp: int) -> float:
     """Parameters of one block on one of ``tp`` ranks: its matrices split, its norms whole."""
     norms = shape.norm_params_per_layer()
     return (shape.params_per_layer() - norms) / tp + norms
 
 
-def stage_params(shape: ModelShape, layout: Layout, *, last: bool) -> float:
+def stage_params(shape: ModelPreset, layout: Layout, *, last: bool) -> float:
     """Parameters one tp rank of a pipeline stage holds before FSDP shards them:
     ``ceil(layers / pp)`` blocks plus the embedding (first stage), the final norm and head (last
     stage), or both (one stage)."""
@@ -175,7 +152,7 @@ class Memory:
 
 
 def per_device(
-    shape: ModelShape,
+    shape: ModelPreset,
     layout: Layout,
     *,
     micro_batch: int,

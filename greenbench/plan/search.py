@@ -1,15 +1,16 @@
 """Every valid layout of a model on N devices, predicted, ranked, with its Pareto set.
 
 A layout is valid when its degrees multiply to N, it splits the model as the spec allows
-(`greenbench.plan.shapes.misfit`: tp divides heads or inner channels, pp at most the layers, cp
-divides the sequence) and the global batch divides over its data-parallel ranks and microbatch
-(`greenbench.plan.cost.predict`). N devices have one layout per ordered factorisation of N into
+(`greenbench.models.layout_fits`, the models' one rule: tp divides heads or inner channels, pp at
+most the layers, cp divides the sequence and the family has a context-parallel form) and the
+global batch divides over its data-parallel ranks and microbatch (`greenbench.plan.cost.predict`).
+N devices have one layout per ordered factorisation of N into
 five degrees (210 for 64 devices, 68,906,250 for 735,134,400), but only the data-parallel
 degrees can grow with N: tp divides the heads or channels, pp is at most the layers, cp divides
 the sequence and dp divides the global batch over the micro-batch. So the search takes the
 divisors of N (trial division up to √N), keeps of them the candidates of tp, pp and cp and of
 dp, and builds from these the layouts those necessary conditions leave; each is then judged by
-`misfit` and `predict` as before, so the valid set is exactly the exhaustive one, in the same
+`layout_fits` and `predict` as before, so the valid set is exactly the exhaustive one, in the same
 order (lexicographic in `DEGREES`), and the ``rejected`` count is every ordered factorisation,
 counted from N's prime powers, less the valid ones.
 
@@ -39,9 +40,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from greenbench.errors import SpecError
+from greenbench.models import ModelPreset, layout_fits
 from greenbench.plan.cost import Batch, Prediction, predict
 from greenbench.plan.device import DeviceModel
-from greenbench.plan.shapes import ModelShape, misfit
 from greenbench.vocabulary import DEGREES, Layout
 
 #: the most devices a plan is made for (module docstring)
@@ -63,7 +64,7 @@ RANKINGS = {
 class Plan:
     """Predictions of every valid layout, ranked (fitting layouts first), and the Pareto set."""
 
-    shape: ModelShape
+    shape: ModelPreset
     devices: int
     batch: Batch
     device: DeviceModel
@@ -108,9 +109,9 @@ def count_factorisations(n: int, parts: int) -> int:
 
 
 def candidate_layouts(
-    shape: ModelShape, devices: int, batch: Batch, *, most: int = MAX_LAYOUTS
+    shape: ModelPreset, devices: int, batch: Batch, *, most: int = MAX_LAYOUTS
 ) -> list[Layout]:
-    """The layouts of ``devices`` devices that pass the necessary conditions of `misfit` and
+    """The layouts of ``devices`` devices that pass the necessary conditions of `layout_fits` and
     `predict` (module docstring), in lexicographic order of their degrees: a superset of the
     valid ones, found without listing every factorisation. SpecError when they are more than
     ``most``."""
@@ -185,7 +186,7 @@ def pareto_set(predictions: Sequence[Prediction]) -> frozenset[Layout]:
 
 
 def plan(
-    shape: ModelShape,
+    shape: ModelPreset,
     devices: int,
     batch: Batch,
     device: DeviceModel,
@@ -223,9 +224,8 @@ def plan(
         raise SpecError(f"--rank-by must be one of {', '.join(RANKINGS)}, got {rank_by!r}")
     predictions = []
     for layout in candidate_layouts(shape, devices, batch):
-        found = None if misfit(shape, layout, batch.seq_len) else predict(
-            shape, layout, batch, device
-        )  # fmt: skip
+        misfit = layout_fits(shape, layout.tp, layout.pp, layout.cp, batch.seq_len)
+        found = None if misfit else predict(shape, layout, batch, device)
         if found is not None:
             predictions.append(found)
     rejected = count_factorisations(devices, len(DEGREES)) - len(predictions)

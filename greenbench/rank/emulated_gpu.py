@@ -48,7 +48,8 @@ from greenbench.energy.nvml import NvmlMeter
 from greenbench.errors import SpecError
 from greenbench.hardware.machine import cpu_busy_seconds, logical_cores
 from greenbench.hardware.nvml_model import EmulationError, NvmlModel, emulated_nvml
-from greenbench.vocabulary import EMULATED_SOURCE, config_key, identity
+from greenbench.settings import identity_of
+from greenbench.vocabulary import EMULATED_SOURCE, config_key
 
 #: the settings a base step does not depend on: the limit it is applied to
 LIMIT_KEYS = ("gpu.power_limit_w", "gpu.power_limit_frac")
@@ -104,7 +105,7 @@ def base_key(settings: Mapping[str, Any], workload: str, rank: int) -> str:
     """Which base step a rank's steps are the model's multiple of: its configuration without its
     power limit, and the rank."""
     rest = {k: v for k, v in settings.items() if k not in LIMIT_KEYS}
-    return f"{config_key(identity(rest, workload))}/rank{rank}"
+    return f"{config_key(identity_of(rest, workload))}/rank{rank}"
 
 
 # ----------------------------------------------------------------------------- the base's load

@@ -14,7 +14,7 @@ difference of two noisy runs with and without it. Two things run alongside the t
   processes (RAPL wrap-around) run outside this process and are not counted; its begin/end
   pair is timed like any other.
 * **The per-step timers.** The worker reads the clock before and after each step; the shared
-  training step (`Strategy.train_step`) reads it at its start, synchronises the device and
+  training step (`StepSchedule.train_step`) reads it at its start, synchronises the device and
   reads it again, and asks the communication recorder what the step recorded. `timer_cost_s`
   times exactly those calls, with the synchronisation on the run's device (on an idle device:
   the wait for the step's own work is the step, not the timer).
@@ -119,7 +119,7 @@ def timer_cost_s(device: Any = "cpu", calls: int = 2000) -> float:
     import torch
 
     from greenbench.distributed.comm import CommRecorder
-    from greenbench.strategies.base import StepTimes, synchronize
+    from greenbench.distributed.device import StepTimes, synchronize
 
     device = torch.device(device)
     comm = CommRecorder(device)

@@ -1,5 +1,6 @@
 """How the launcher and the worker treat a user workload's configuration (`greenbench.user`):
-what it resolves, what each rank builds and trains on, and what its run is stored as.
+what it resolves and what its run is stored as (what each rank trains is its
+`greenbench.sources` workload, as a built-in one's).
 
 A user workload has no model family and no greenbench data, so the columns those fill for a
 built-in run come from the workload: ``model_family`` is ``user``, ``model_size`` the workload's
@@ -14,14 +15,11 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from greenbench.user.contract import FLOPS_COUNTED, FLOPS_GIVEN, own_settings
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
+from greenbench.user.contract import FLOPS_COUNTED, FLOPS_GIVEN
 
 if TYPE_CHECKING:
-    import torch
-
     from greenbench.results import RepeatResult
-    from greenbench.user.adapter import UserBuilder, UserDataPlan, UserFlops
     from greenbench.user.entry import LoadedWorkload
 
 #: ``runs.model_family`` and ``runs.lengths`` of a user workload's runs
@@ -65,17 +63,3 @@ def flops_note(spec: RunSpec) -> str:
 def with_flops_note(spec: RunSpec, repeats: list[RepeatResult]) -> list[RepeatResult]:
     note = flops_note(spec)
     return [replace(r, mfu_note="; ".join(filter(None, (note, r.mfu_note)))) for r in repeats]
-
-
-def rank_parts(spec: RunSpec, device: torch.device) -> tuple[UserBuilder, UserDataPlan, UserFlops]:
-    """What one rank of a user workload's run builds, trains on and counts FLOPs with."""
-    from greenbench.user.adapter import UserBuilder, UserDataPlan, UserFlops
-
-    s = spec.settings
-    own = loaded(spec).workload
-    builder = UserBuilder(own, s, s["seed"], compile=s["train.compile"] == "on")
-    return (
-        builder,
-        UserDataPlan(builder, device),
-        UserFlops(own.flops_per_token_for(own_settings(s))),
-    )

@@ -7,49 +7,16 @@ against the training step it accompanies.
 
 from __future__ import annotations
 
-import contextlib
 import math
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING
 
 from greenbench.distributed.comm import POINT_TO_POINT_OPS
 from greenbench.results import CommRecord
 
 if TYPE_CHECKING:
     from greenbench.data.batches import StepBatch
-    from greenbench.models import ModelInfo
-    from greenbench.strategies.base import StepTimes
-
-
-def batch_flops(info: ModelInfo, batch: StepBatch) -> float:
-    """Analytic model FLOPs of one optimizer step over this rank's microbatches."""
-    from greenbench.models.flops import flops_per_token
-
-    return sum(
-        mb.n_tokens * flops_per_token(info, mb.input_ids.shape[1]) for mb in batch.microbatches
-    )
-
-
-class StepFlops(Protocol):
-    """The FLOPs of a step: ``of(batch)``; ``counting(batch)`` wraps a warm-up step in which
-    they are counted, where they are not known beforehand (`greenbench.user.adapter`)."""
-
-    def of(self, batch: Any) -> float: ...
-
-    def counting(self, batch: Any) -> contextlib.AbstractContextManager[None]: ...
-
-
-@dataclass(frozen=True, slots=True)
-class ModelFlops:
-    """A greenbench model's analytic FLOPs (`batch_flops`): known, never counted."""
-
-    info: ModelInfo
-
-    def of(self, batch: StepBatch) -> float:
-        return batch_flops(self.info, batch)
-
-    def counting(self, batch: StepBatch) -> contextlib.AbstractContextManager[None]:
-        return contextlib.nullcontext()
+    from greenbench.distributed.device import StepTimes
 
 
 @dataclass(slots=True)

@@ -20,7 +20,6 @@ import contextlib
 import json
 import math
 import os
-import signal
 import socket
 import sys
 import time
@@ -32,16 +31,19 @@ from typing import Any
 import torch
 
 from greenbench.distributed.comm import CommRecorder
+from greenbench.distributed.device import DistContext, synchronize
 from greenbench.processes import die_with_parent, exit_now
 from greenbench.rank import emulated_gpu
+from greenbench.rank.faults import Faults
 from greenbench.rank.hangs import dump_stacks_on_request
 from greenbench.rank.rank_meters import rank_meters
 from greenbench.rank.state_memory import StateMemory
-from greenbench.rank.window import ModelFlops, StepFlops, WindowTally, settle_calls
+from greenbench.rank.window import WindowTally, settle_calls
 from greenbench.results import CommRecord, RankResult
-from greenbench.strategies import STRATEGIES, DistContext, Strategy
-from greenbench.strategies.base import synchronize
-from greenbench.vocabulary import RunSpec, is_user_workload
+from greenbench.settings.runspec import RunSpec
+from greenbench.sources.contract import TrainingWorkload
+from greenbench.strategies import STRATEGIES
+from greenbench.strategies.base import Strategy
 
 
 def dist_context(device: str, precision: str) -> DistContext:
@@ -100,37 +102,20 @@ def optimizer_kernel(device: str) -> str:
 
 def run_rank(spec: RunSpec) -> list[RankResult]:
     """Train this rank for warm-up plus ``repeats`` measured windows; return one result each."""
-    from greenbench.models import FAMILIES, ModelBuilder
     from greenbench.rank.mesh import build_mesh
+    from greenbench.rank.workload import rank_workload
 
     s = spec.settings
     ctx = dist_context(s["device"], s["precision"])
     layout = spec.layout
-    if is_user_workload(spec.workload):  # the user's model, batches and FLOPs
-        from greenbench.rank.user_run import rank_parts
-
-        builder, plan, flops = rank_parts(spec, ctx.device)
-    else:
-        builder = ModelBuilder(
-            FAMILIES[s["model.family"]],
-            s["model.size"],
-            s["seed"],
-            s["model.scan"],
-            compile=s["train.compile"] == "on",
-            fused=s["model.liger"] == "on",
-        )
-        plan, flops = None, ModelFlops(builder.info)
+    workload = rank_workload(spec, ctx.device)  # the model, batches, loss and FLOPs it trains
     mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
     comm = CommRecorder(ctx.device)
-    strategy = STRATEGIES[s["strategy"]](ctx, mesh, comm, layout)
+    strategy = STRATEGIES[s["strategy"]].load()(ctx, mesh, comm, layout)
     strategy.configure(s)
-    model = strategy.apply(builder)  # type: ignore[arg-type]
-    if plan is None:
-        from greenbench.data import DataPlan
-
-        plan = DataPlan.from_settings(s, builder.info.vocab_size)
+    model = strategy.parallelize(workload.model)
     try:
-        return train_and_measure(spec, ctx, strategy, model, comm, plan, flops)
+        return train_and_measure(spec, ctx, strategy, model, comm, workload)
     finally:
         strategy.close()
 
@@ -141,23 +126,29 @@ def train_and_measure(
     strategy: Strategy,
     model: torch.nn.Module,
     comm: CommRecorder,
-    plan: Any,
-    flops: StepFlops,
+    workload: TrainingWorkload,
 ) -> list[RankResult]:
-    """Warm up, agree on the window's steps, then measure ``repeats`` windows. ``plan`` is
-    what `Strategy.batch` takes (a `DataPlan`, or a user workload's); ``flops`` gives each
-    step's FLOPs (and counts them over the first warm-up step where they must be counted)."""
+    """Warm up, agree on the window's steps, then measure ``repeats`` windows. The strategy's
+    assignment picks each step's batch from the workload's batch source, its schedule trains
+    it with the workload's loss; the workload's FLOPs give each step's (counted over the first
+    warm-up step where they must be counted)."""
     s = spec.settings
     model.train()
     optimizer = make_optimizer(strategy.parameters(model), s["train.lr"], ctx.device)
+    schedule = strategy.schedule(workload.loss)
+    assignment, batches, flops = strategy.assignment, workload.batches, workload.flops
+    faults = Faults(
+        s["debug.fail_rank"], s["debug.hang_rank"], s["debug.kill_rank"], s["debug.oom_rank"],
+        at_microbatch=s["debug.fault_microbatch"],
+    )  # fmt: skip
 
     step = 0
     warm_times, warm_flops = [], []
     for _ in range(s["train.warmup_steps"]):
         t0 = time.perf_counter()
-        batch = strategy.batch(plan, step)
+        batch = assignment.batch(batches, step)
         with flops.counting(batch) if step == 0 else contextlib.nullcontext():
-            strategy.train_step(model, optimizer, batch)
+            schedule.train_step(model, optimizer, batch)
         warm_times.append(time.perf_counter() - t0)
         if emulated_gpu.emulated(s):  # an emulated GPU's base step is a FLOP rate
             warm_flops.append(flops.of(batch) * strategy.flops_fraction)
@@ -181,7 +172,7 @@ def train_and_measure(
     results = []
     try:
         for repeat in range(s["repeats"]):
-            batches = [strategy.batch(plan, step + i) for i in range(n_steps)]
+            window_batches = [assignment.batch(batches, step + i) for i in range(n_steps)]
             step += n_steps
             comm.take()  # drop what warm-up and earlier windows recorded
             reset_peak_memory(ctx.device)
@@ -192,13 +183,11 @@ def train_and_measure(
             synchronize(ctx.device)
             meters.begin()
             window_start = time.perf_counter()
-            for i, batch in enumerate(batches):
+            for i, batch in enumerate(window_batches):
                 t0 = time.perf_counter()
-                if i == 0 and repeat == 0:
-                    arm_faults(s, ctx.rank, strategy)
+                hook = faults.arm(ctx.rank) if i == 0 and repeat == 0 else None
                 with memory.saving():
-                    loss, times = strategy.train_step(model, optimizer, batch)
-                strategy.on_microbatch = None
+                    loss, times = schedule.train_step(model, optimizer, batch, hook)
                 trained_s, burned_s = time.perf_counter() - t0, 0.0
                 if s["debug.slowdown_s"]:
                     burned_s = burn(s["debug.slowdown_s"], ctx.device)
@@ -309,29 +298,6 @@ def steps_per_window(s: dict, warm_times: list[float], ctx: DistContext) -> int:
 def flag_short(window, seconds: float, min_s: float):
     note = f"window {seconds:.2f} s is shorter than {min_s:.2f} s (raise train.max_steps)"
     return replace(window, note=f"{window.note}; {note}" if window.note else note)
-
-
-def arm_faults(s: dict, rank: int, strategy: Strategy) -> None:
-    """Inject the debug.* faults now, or at microbatch ``debug.fault_microbatch`` of the step
-    about to run (mid-minibatch)."""
-    at = s["debug.fault_microbatch"]
-    if at == 0:
-        inject_faults(s, rank)
-    else:
-        strategy.on_microbatch = lambda i: inject_faults(s, rank) if i == at else None
-
-
-def inject_faults(s: dict, rank: int) -> None:
-    """Test hooks (debug.* settings): make a chosen rank fail, hang, die or run out of memory."""
-    if s["debug.fail_rank"] == rank:
-        raise RuntimeError(f"injected failure on rank {rank} (debug.fail_rank)")
-    if s["debug.hang_rank"] == rank:
-        while True:
-            time.sleep(60)
-    if s["debug.kill_rank"] == rank:
-        os.kill(os.getpid(), signal.SIGKILL)
-    if s["debug.oom_rank"] == rank:
-        torch.empty(1 << 46, dtype=torch.uint8)  # 64 TiB: the allocator refuses, as in a real OOM
 
 
 def burn(seconds: float, device: torch.device) -> float:

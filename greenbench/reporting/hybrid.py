@@ -17,6 +17,7 @@ from pathlib import Path
 import pandas as pd
 
 from greenbench.reporting.repeats import newest_runs, read_repeats
+from greenbench.reporting.section import ReportContext
 from greenbench.store import read_frame
 from greenbench.store.views import TABLE_NAMES
 from greenbench.vocabulary import Layout
@@ -194,3 +195,20 @@ def section(db_path: str | Path) -> list[str]:
         "and, for Mamba, a chunked scan corrected by the state passed along the ranks, so a "
         "token costs more compute than on one rank's kernels.",
     ]
+
+
+class HybridSection:
+    """`ReportSection`: `section` over the whole database (a REF narrows the report to runs
+    that are not this section's)."""
+
+    name = "hybrid-layouts"
+    order = 50
+    doc = "the hybrid layouts (DP × TP × PP × CP) side by side, beside the study's findings"
+
+    def applies(self, context: ReportContext) -> bool:
+        """When the report reads the whole database."""
+        return context.whole_database
+
+    def render(self, context: ReportContext) -> list[str]:
+        """The layouts' tables and findings (none when the database holds no such run)."""
+        return section(context.db_path)

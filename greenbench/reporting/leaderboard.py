@@ -42,6 +42,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from greenbench.settings import SCHEMA
 from greenbench.stats import median_ci
 from greenbench.vocabulary import (
     LEADERBOARD_METRICS,
@@ -352,7 +353,7 @@ def skipped_fraction(rows: pd.DataFrame) -> pd.Series:
     SkipPipe run whose schedule skips (``skippipe`` or ``random``), 0.0 for a full-model run.
 
     Read from the stored ``config`` (its settings) where rows carry it, else from the name a
-    skipping SkipPipe configuration has (``skip=0.5``, `greenbench.vocabulary.RunSpec.name`);
+    skipping SkipPipe configuration has (``skip=0.5``, `greenbench.settings.RunSpec.name`);
     a stored ``skipped_fraction`` column (a pooled leaderboard row) is read as it is."""
     if "skipped_fraction" in rows:
         values = pd.to_numeric(rows["skipped_fraction"], errors="coerce").fillna(0.0)
@@ -391,10 +392,11 @@ def _skipped(strategy: str, config: object, name: str) -> float:
     if settings:
         if settings.get("strategy", strategy) != "skippipe":
             return 0.0
-        if settings.get("skippipe.schedule", "skippipe") == "full":
+        sp = SCHEMA.config(settings).skippipe
+        if sp is None or sp.schedule == "full":
             return 0.0
         try:
-            return max(0.0, float(settings.get("skippipe.skip", 0.0)))  # type: ignore[arg-type]
+            return max(0.0, float(sp.skip))
         except (TypeError, ValueError):
             return 0.0
     if strategy != "skippipe":

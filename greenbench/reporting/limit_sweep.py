@@ -44,8 +44,10 @@ from typing import Any
 
 import pandas as pd
 
+from greenbench.config import section_settings
 from greenbench.reporting.leaderboard import pareto_front
-from greenbench.vocabulary import config_key, energy_label, identity
+from greenbench.settings import GpuSettings, identity_of
+from greenbench.vocabulary import config_key, energy_label
 
 #: the knee's slowdown bound (time at the limit over time at the highest limit)
 MAX_SLOWDOWN = 1.10
@@ -54,7 +56,7 @@ MAX_SLOWDOWN = 1.10
 TIME_TOLERANCE = 0.02
 #: Zeus's default ZeusCost knob (GlobalPowerLimitOptimizer's default selector)
 ZEUS_ETA = 0.5
-LIMIT_KEYS = ("gpu.power_limit_w", "gpu.power_limit_frac")
+LIMIT_KEYS = tuple(s.key for s in section_settings(GpuSettings))
 #: what an inconsistent sweep says instead of a knee
 INCONSISTENT = (
     "Inconsistent sweep: a lower power limit cannot make training faster, so these runs did not "
@@ -75,7 +77,7 @@ def sweep_key(config: Any, workload: str) -> str:
     """The identity of a run's configuration without its power limit."""
     settings = (json.loads(config) if isinstance(config, str) else config or {}).get("settings", {})
     rest = {k: v for k, v in settings.items() if k not in LIMIT_KEYS}
-    return config_key(identity(rest, workload))
+    return config_key(identity_of(rest, workload))
 
 
 def base_name(config_name: str) -> str:

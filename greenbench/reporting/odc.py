@@ -16,6 +16,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 
 from greenbench.reporting.repeats import newest_runs, read_repeats
+from greenbench.reporting.section import ReportContext
 
 WORKLOAD = "fsdp-vs-odc"
 PAIR = ["model_family", "model_size", "seq_len", "lengths", "nproc", "rank_cpu_quota"]
@@ -143,3 +144,20 @@ def section(db_path: str | Path, out_dir: Path) -> list[str]:
         "",
         *markdown(pairs),
     ]
+
+
+class OdcSection:
+    """`ReportSection`: `section` over the whole database (a REF narrows the report to runs
+    that are not this section's)."""
+
+    name = "fsdp-vs-odc"
+    order = 40
+    doc = "FSDP against ODC: the `fsdp-vs-odc` pairs, their speed-ups and energy ratios"
+
+    def applies(self, context: ReportContext) -> bool:
+        """When the report reads the whole database."""
+        return context.whole_database
+
+    def render(self, context: ReportContext) -> list[str]:
+        """The pairs' table and plot (none when the database holds no such run)."""
+        return section(context.db_path, context.out_dir)

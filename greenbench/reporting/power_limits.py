@@ -28,6 +28,7 @@ from greenbench.reporting.limit_sweep import (
     sweeps,
 )
 from greenbench.reporting.repeats import read_repeats
+from greenbench.reporting.section import ReportContext
 
 PNG = "power-limits.png"
 #: characters per line of a plot's title (its plot is 5.6 inches wide with its colour bar)
@@ -152,3 +153,20 @@ def section(db_path: str | Path, out_dir: Path) -> list[str]:
     for sweep in found:
         lines += markdown(sweep)
     return lines
+
+
+class PowerLimitsSection:
+    """`ReportSection`: `section` over the whole database (a REF narrows the report to runs
+    that are not this section's)."""
+
+    name = "power-limits"
+    order = 70
+    doc = "GPU power-limit sweeps: time against energy per limit, the knee, Zeus's choice"
+
+    def applies(self, context: ReportContext) -> bool:
+        """When the report reads the whole database."""
+        return context.whole_database
+
+    def render(self, context: ReportContext) -> list[str]:
+        """The sweeps' plot and tables (none when the database holds no such run)."""
+        return section(context.db_path, context.out_dir)

@@ -31,8 +31,11 @@ from typing import Any
 
 import pandas as pd
 
+from greenbench.config import NEVER, setting_of
 from greenbench.reporting.leaderboard import simulated_mask
 from greenbench.reporting.repeats import newest_runs, read_repeats
+from greenbench.reporting.section import ReportContext
+from greenbench.settings import SCHEMA, RunSettings, SkipPipeSettings
 
 WORKLOAD = "skippipe"
 MEDIANS = ["step_time_p50_s", "tokens_per_s", "joules_per_token", "loss"]
@@ -41,9 +44,19 @@ COLUMNS = [
     "energy_source", "energy_measured", "simulated", "device_type", "nproc", *MEDIANS,
 ]  # fmt: skip
 #: settings that tell the paired runs of a group apart (everything else must be equal)
-VARYING = ("skippipe.schedule", "skippipe.skip", "emulate.slow_nodes", "emulate.slowdown")
-#: settings that do not change what a simulated or real iteration does
-IGNORED = ("repeats", "label", "suite", "timeout_s", "energy.idle_s", "layout", "seed")
+VARYING = tuple(
+    setting_of(SkipPipeSettings, name).key
+    for name in ("schedule", "skip", "slow_nodes", "slowdown")
+)
+#: settings that do not change what a simulated or real iteration does: those that are never
+#: part of a configuration's identity (repeats, timeout, the idle window, the node meter …),
+#: the layout's spelling, and the seed (another seed is the same iteration on other tokens)
+IGNORED = (
+    *(k for k, s in SCHEMA.settings.items() if s.identity is NEVER),
+    "label",
+    "suite",
+    setting_of(RunSettings, "seed").key,
+)
 NO_STRAGGLER = "no straggler"
 QUALITY = (
     "`benchmarks/skippipe_quality.py` (reports/skippipe-cpu/: loss against tokens and "
@@ -62,42 +75,46 @@ def _settings(config: Any) -> dict[str, Any]:
     return dict(inner) if isinstance(inner, dict) else {}
 
 
+def _skippipe(settings: dict[str, Any]) -> Any:
+    """The SkipPipe section of stored ``settings`` (its defaults where they lack it)."""
+    return SCHEMA.config(settings).skippipe or SkipPipeSettings()
+
+
 def condition(settings: dict[str, Any]) -> str:
     """``no straggler``, or ``slow=2×3`` naming the slow nodes and their factor."""
-    slow = str(settings.get("emulate.slow_nodes", "") or "").strip()
+    sp = _skippipe(settings)
+    slow = str(sp.slow_nodes or "").strip()
     if not slow:
         return NO_STRAGGLER
-    return f"slow={slow}×{float(settings.get('emulate.slowdown', 1.0)):g}"
+    return f"slow={slow}×{float(sp.slowdown):g}"
 
 
 def _group(settings: dict[str, Any], device_type: str) -> str:
     """Everything but `VARYING`, as one key (the device type included)."""
-    real = settings.get("skippipe.mode") != "simulate"  # a real run's network is its ranks
+    real = _skippipe(settings).mode != "simulate"  # a real run's network is its ranks
+    network = setting_of(SkipPipeSettings, "network").key
     rest = {
         k: v
         for k, v in settings.items()
-        if k not in VARYING
-        and k not in IGNORED
-        and not k.startswith("debug.")
-        and not (real and k == "skippipe.network")
+        if k not in VARYING and k not in IGNORED and not (real and k == network)
     }
     return json.dumps(rest, sort_keys=True, default=str) + "|" + str(device_type)
 
 
 def _describe(settings: dict[str, Any]) -> str:
     """A group's fixed conditions in words."""
-    if settings.get("skippipe.network") == "gcp12" and settings.get("skippipe.mode") == "simulate":
+    config = SCHEMA.config(settings)
+    sp = _skippipe(settings)
+    if sp.network == "gcp12" and sp.mode == "simulate":
         return "SkipPipe's published 20 nodes over 12 GCP regions"
+    model, data = config.model, config.data
     words = (
-        f"{settings.get('model.family')}/{settings.get('model.size')} "
-        f"seq={settings.get('data.seq_len')}, stages {settings.get('skippipe.stages')}, links "
-        f"{settings.get('emulate.link_latency_ms', 0):g} ms / "
-        f"{settings.get('emulate.link_bandwidth_gbps', 0):g} Gb/s"
+        f"{model.family if model else None}/{model.size if model else None} "
+        f"seq={data.seq_len if data else None}, stages {sp.stages}, links "
+        f"{sp.link_latency_ms:g} ms / {sp.link_bandwidth_gbps:g} Gb/s"
     )
-    if settings.get("skippipe.fail_node", -1) >= 0:
-        words += (
-            f", node {settings['skippipe.fail_node']} fails at {settings['skippipe.fail_step']}"
-        )
+    if sp.fail_node >= 0:
+        words += f", node {sp.fail_node} fails at {sp.fail_step}"
     return words
 
 
@@ -130,10 +147,11 @@ def read_runs(db_path: str | Path) -> pd.DataFrame:
         .reset_index()
     )
     settings = [_settings(c) for c in out["config"]]
-    out["schedule"] = [s.get("skippipe.schedule", "skippipe") for s in settings]
-    out["skip"] = [float(s.get("skippipe.skip", 0.0)) for s in settings]
-    out["network"] = [s.get("skippipe.network", "local") for s in settings]
-    out["stages"] = [s.get("skippipe.stages", "") for s in settings]
+    sections = [_skippipe(s) for s in settings]
+    out["schedule"] = [sp.schedule for sp in sections]
+    out["skip"] = [float(sp.skip) for sp in sections]
+    out["network"] = [sp.network for sp in sections]
+    out["stages"] = [sp.stages for sp in sections]
     out["condition"] = [condition(s) for s in settings]
     out["group"] = [_group(s, d) for s, d in zip(settings, out["device_type"], strict=True)]
     out["described"] = [_describe(s) for s in settings]
@@ -294,3 +312,20 @@ def section(db_path: str | Path) -> list[str]:
             *simulated_markdown(sims),
         ]
     return lines
+
+
+class SkipPipeSection:
+    """`ReportSection`: `section` over the whole database (a REF narrows the report to runs
+    that are not this section's)."""
+
+    name = "skippipe"
+    order = 60
+    doc = "SkipPipe against a full pipeline (measured), and simulated configurations apart"
+
+    def applies(self, context: ReportContext) -> bool:
+        """When the report reads the whole database."""
+        return context.whole_database
+
+    def render(self, context: ReportContext) -> list[str]:
+        """The measured pairs and the simulated table (none when the database holds no such run)."""
+        return section(context.db_path)

@@ -254,7 +254,8 @@ class Store:
 
     def begin_run(self, row: dict[str, Any]) -> bool:
         """Insert one ``runs`` row with status 'running' (``started_at`` defaults to now, UTC;
-        ``config_key`` defaults to ``config_key(row["config"])``).
+        ``config_key`` defaults to the key of the row's ``config`` as given: the launcher and
+        ``greenbench.measure`` give the key of the run's identity, `greenbench.settings`).
 
         Returns False when another process held the file past ``lock_timeout_s``: the row is
         then kept here and written with the run's final write (to the file, or to a shard), and

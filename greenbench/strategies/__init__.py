@@ -1,17 +1,14 @@
-"""Parallel strategies, one file each; adding one is a new file and a line here."""
+"""Parallel strategies: the torch-free registry of their cards (`STRATEGIES`), and one module or
+package per strategy holding its torch implementation (`greenbench.strategies.base.Strategy`:
+a parallelize function, a data-assignment policy and a step schedule), imported only by the
+ranks that run it (`StrategyCard.load`). Adding one is a new module and a card in
+`greenbench.strategies.cards`.
+"""
 
 from __future__ import annotations
 
-from greenbench.strategies.base import DataParallel, DistContext, StepTimes, Strategy
-from greenbench.strategies.ddp import DDP
-from greenbench.strategies.fsdp import FSDP
-from greenbench.strategies.hybrid import Hybrid
-from greenbench.strategies.odc import ODC
-from greenbench.strategies.single import Single
-from greenbench.strategies.skippipe import SkipPipe
+from greenbench.strategies.cards import CARDS, StrategyCard
 
-STRATEGIES: dict[str, type[Strategy]] = {
-    cls.name: cls for cls in (Single, DDP, FSDP, ODC, Hybrid, SkipPipe)
-}
+STRATEGIES: dict[str, StrategyCard] = {card.name: card for card in CARDS}
 
-__all__ = ["STRATEGIES", "DataParallel", "DistContext", "StepTimes", "Strategy"]
+__all__ = ["STRATEGIES", "StrategyCard"]

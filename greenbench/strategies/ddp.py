@@ -18,43 +18,55 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from greenbench.distributed.comm import tensor_bytes
-from greenbench.models import ModelBuilder
+from greenbench.distributed.comm import CommRecorder, tensor_bytes
+from greenbench.distributed.device import DistContext
 from greenbench.strategies.base import DataParallel
+from greenbench.strategies.schedule import StepSchedule
+
+if TYPE_CHECKING:
+    from greenbench.sources.contract import Loss, ModelSource
 
 DIM = "dp_replicate"
 
 
+@dataclass(slots=True)
+class Buckets:
+    """On CPU: when the step's last gradient bucket became ready, and the buckets' bytes."""
+
+    last_ready: float = 0.0
+    nbytes: int = 0
+
+
 class DDP(DataParallel):
     name = "ddp"
-    applies = frozenset({"dp_replicate"})
-    fills = "dp_replicate"
-    _last_ready: float = 0.0
-    _bucket_bytes: int = 0
+    buckets: Buckets
 
-    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
-        model = builder.build(self.ctx.device)
+    def parallelize(self, model: ModelSource) -> torch.nn.Module:
+        module = model.build(self.ctx.device)
         ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
         if self.mesh is not None:
-            ddp = DistributedDataParallel(model, device_ids=ids, device_mesh=self.mesh)
+            ddp = DistributedDataParallel(module, device_ids=ids, device_mesh=self.mesh)
         else:
-            ddp = DistributedDataParallel(model, device_ids=ids)
+            ddp = DistributedDataParallel(module, device_ids=ids)
         group = self.mesh.get_group(DIM) if self.mesh is not None else None
         world = self.layout.dp_replicate
         cuda = self.ctx.device.type == "cuda"
+        buckets = self.buckets = Buckets()
 
         # unannotated: DDP checks a hook's annotations against the classes themselves,
         # which postponed (string) annotations would fail
         def recorded_allreduce(state, bucket):  # type: ignore[no-untyped-def]
             buffer = bucket.buffer().div_(world)
             if not cuda:
-                self._last_ready = time.perf_counter()
-                self._bucket_bytes += tensor_bytes(buffer)
+                buckets.last_ready = time.perf_counter()
+                buckets.nbytes += tensor_bytes(buffer)
                 work = dist.all_reduce(buffer, group=group, async_op=True)
                 return work.get_future().then(lambda fut: fut.value()[0])
             with self.comm.span(DIM, "all_reduce", tensor_bytes(buffer)) as call:
@@ -64,17 +76,30 @@ class DDP(DataParallel):
         ddp.register_comm_hook(None, recorded_allreduce)
         return ddp
 
+    def schedule(self, loss: Loss) -> StepSchedule:
+        """The shared step, gradients synchronised once (after `parallelize`)."""
+        return DDPSchedule(self.ctx, self.comm, loss, self.buckets)
+
+
+class DDPSchedule(StepSchedule):
+    """Gradients synchronised on the last microbatch only, ranks meeting just before it, the
+    time backward then spends blocked in the all-reduce recorded (CPU)."""
+
+    def __init__(self, ctx: DistContext, comm: CommRecorder, loss: Loss, buckets: Buckets) -> None:
+        super().__init__(ctx, comm, loss)
+        self.buckets = buckets
+
     @contextlib.contextmanager
     def microbatch(self, model: torch.nn.Module, last: bool) -> Iterator[None]:
         if not last:
             with model.no_sync():
                 yield
             return
-        self._last_ready, self._bucket_bytes = 0.0, 0
+        self.buckets.last_ready, self.buckets.nbytes = 0.0, 0
         yield
-        if self._last_ready:  # backward returned once every bucket's all-reduce completed
-            blocked = max(0.0, time.perf_counter() - self._last_ready)
-            self.comm.add(DIM, "all_reduce", self._bucket_bytes, blocked)
+        if self.buckets.last_ready:  # backward returned once every bucket's all-reduce completed
+            blocked = max(0.0, time.perf_counter() - self.buckets.last_ready)
+            self.comm.add(DIM, "all_reduce", self.buckets.nbytes, blocked)
 
     def wait_point(self, index: int, count: int) -> bool:
         return index == count - 1

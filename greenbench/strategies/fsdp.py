@@ -1,6 +1,6 @@
 """Fully sharded data parallelism with FSDP2 (``fully_shard``) over ``layout.dp_shard`` ranks.
 
-Each of the family's blocks (`ModelFamily.blocks`) is sharded on its own over the mesh's
+Each of the family's blocks (`ModelCard.blocks`) is sharded on its own over the mesh's
 ``dp_shard`` dimension, then the root. As in the post-training frameworks the ODC paper
 measures, parameters are all-gathered and gradients reduce-scattered for every microbatch, so
 ranks meet at every microbatch; a timed barrier before each microbatch measures how long a fast
@@ -26,15 +26,18 @@ synchronous, CUDA events on GPU.
 from __future__ import annotations
 
 import contextlib
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
-from greenbench.models import ModelBuilder
 from greenbench.strategies.base import DataParallel
+from greenbench.strategies.schedule import StepSchedule
+
+if TYPE_CHECKING:
+    from greenbench.sources.contract import Loss, ModelSource
 
 try:  # FSDP2's default collectives: public hooks, private classes
     from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
@@ -102,11 +105,9 @@ def shard_model(
 
 class FSDP(DataParallel):
     name = "fsdp"
-    applies = frozenset({"dp_shard"})
-    fills = "dp_shard"
 
-    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
-        model = builder.build(self.ctx.device)
+    def parallelize(self, model: ModelSource) -> torch.nn.Module:
+        module = model.build(self.ctx.device)
         mesh = self.mesh
         if mesh is None:
             mesh = init_device_mesh(
@@ -114,15 +115,22 @@ class FSDP(DataParallel):
             )
         shard_mesh = mesh[DIM] if mesh.ndim > 1 else mesh
         shard_model(
-            model, builder.blocks(model), shard_mesh, self.comm, DIM, param_dtype=self.param_dtype
+            module, model.blocks(module), shard_mesh, self.comm, DIM, param_dtype=self.param_dtype
         )
-        return model
+        return module
 
     @property
     def param_dtype(self) -> torch.dtype | None:
         """bf16 runs gather and compute bf16 parameters (FSDP2's mixed precision) instead of
         autocasting float32 ones: half the bytes in every all-gather, as the field runs FSDP."""
         return None if self.ctx.dtype == torch.float32 else self.ctx.dtype
+
+    def schedule(self, loss: Loss) -> StepSchedule:
+        return FSDPSchedule(self.ctx, self.comm, loss)
+
+
+class FSDPSchedule(StepSchedule):
+    """Ranks meet before every microbatch (FSDP's collectives make them), no autocast."""
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Nothing to cast: under bf16 the parameters FSDP2 gathers are bf16 already."""

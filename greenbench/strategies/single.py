@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from greenbench.models import ModelBuilder
 from greenbench.strategies.base import DataParallel
+from greenbench.strategies.schedule import StepSchedule
+
+if TYPE_CHECKING:
+    from greenbench.sources.contract import Loss, ModelSource
 
 
 class Single(DataParallel):
@@ -13,5 +18,8 @@ class Single(DataParallel):
 
     name = "single"
 
-    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
-        return builder.build(self.ctx.device)
+    def parallelize(self, model: ModelSource) -> torch.nn.Module:
+        return model.build(self.ctx.device)
+
+    def schedule(self, loss: Loss) -> StepSchedule:
+        return StepSchedule(self.ctx, self.comm, loss)

@@ -2,8 +2,8 @@
 
 `contract` is what a user's entry point returns (`Workload`, `Batch`, `WorkloadContext`);
 `entry` finds and checks it (``mypkg.bench:workload`` or a name registered under the
-``greenbench.workloads`` entry-point group); `adapter` gives it the shapes the strategies and
-the worker take. See docs/user-workloads.md.
+``greenbench.workloads`` entry-point group). On the ranks it is trained through the workload
+contract every workload keeps (`greenbench.sources.user`). See docs/user-workloads.md.
 """
 
 from greenbench.user.contract import (

@@ -1,28 +1,22 @@
 """The results vocabulary: one torch-free place for what every layer must agree on.
 
-Identity keys and `config_key`, the columns that make two runs "the same configuration"
-(hardware included), metric definitions (name, label, unit, better direction), the energy label,
-the `Layout` value, and the `RunSpec` a configuration is run from. The spec, the launcher, the
-store, compare, reports and the dashboard import it; it imports nothing of theirs.
+`config_key`, the columns that make two runs "the same configuration" (hardware included),
+metric definitions (name, label, unit, better direction), the energy label, the `Layout` value,
+and which kind of workload a run is. The spec, the launcher, the store, compare, reports and the
+dashboard import it; it imports nothing of theirs.
 """
 
 from greenbench.vocabulary.energy import (
     EMULATED_SOURCE,
-    MEASURED_SOURCES,
     MODELLED_SOURCES,
     NODE_SOURCES,
     SIMULATED_SOURCE,
-    SOURCES,
     energy_label,
     is_simulated,
 )
 from greenbench.vocabulary.identity import (
-    NON_IDENTITY_KEYS,
-    NON_IDENTITY_PREFIXES,
     SAME_CONFIGURATION,
     config_key,
-    identity,
-    is_identity_key,
 )
 from greenbench.vocabulary.layout import DEGREES, MESH_ORDER, Layout, resolve_layout
 from greenbench.vocabulary.metrics import (
@@ -33,11 +27,10 @@ from greenbench.vocabulary.metrics import (
     Better,
     Metric,
 )
-from greenbench.vocabulary.runspec import (
+from greenbench.vocabulary.workload_kinds import (
     OWN_LOOP_STRATEGY,
     OWN_MEASUREMENT_KINDS,
     WHOLE_PROCESS_STRATEGY,
-    RunSpec,
     is_user_workload,
 )
 
@@ -47,27 +40,20 @@ __all__ = [
     "DEGREES",
     "EMULATED_SOURCE",
     "LEADERBOARD_METRICS",
-    "MEASURED_SOURCES",
     "MESH_ORDER",
     "METRICS",
     "MODELLED_SOURCES",
     "NODE_SOURCES",
-    "NON_IDENTITY_KEYS",
-    "NON_IDENTITY_PREFIXES",
     "OWN_LOOP_STRATEGY",
     "OWN_MEASUREMENT_KINDS",
     "SAME_CONFIGURATION",
     "SIMULATED_SOURCE",
-    "SOURCES",
     "WHOLE_PROCESS_STRATEGY",
     "Better",
     "Layout",
     "Metric",
-    "RunSpec",
     "config_key",
     "energy_label",
-    "identity",
-    "is_identity_key",
     "is_simulated",
     "is_user_workload",
     "resolve_layout",

@@ -1,8 +1,10 @@
 """Where an energy figure came from, and how that is written wherever it is shown.
 
-``energy_source`` is one of `SOURCES`; ``energy_measured`` says whether the figure is a reading
-of a counter (nvml, zeus, rapl) or a model of one (estimate). An estimate is never shown, stored
-or compared as if measured: `energy_label` is the one text every view, report and verdict uses.
+``energy_source`` is a source a run can name (`greenbench.energy.sources.ENERGY_SOURCES`, which
+says of each whether it reads a counter) or a model's, named here; ``energy_measured`` says
+whether the figure is a reading of a counter or a model of one (an estimate). An estimate is
+never shown, stored or compared as if measured: `energy_label` is the one text every view,
+report and verdict uses.
 
 A simulated run (SkipPipe's discrete-event simulator, ``skippipe.mode = "simulate"``) ran on no
 device: its energy is modelled from simulated busy and idle seconds at assumed watts, its source
@@ -20,10 +22,6 @@ from __future__ import annotations
 
 from typing import Any
 
-#: every energy source a run can name (``--energy-source``), best first
-SOURCES = ("nvml", "zeus", "rapl", "estimate")
-#: sources that read a hardware counter
-MEASURED_SOURCES = ("nvml", "zeus", "rapl")
 #: the energy source of a simulated run: a model of simulated seconds, never a reading
 SIMULATED_SOURCE = "model"
 #: the energy source of an emulated GPU (``emulate.gpu``): the power model answering NVML

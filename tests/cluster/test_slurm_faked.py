@@ -20,9 +20,9 @@ from greenbench.cli import main
 from greenbench.cluster.manifest import load_manifests
 from greenbench.launcher.runners.record import spec_record
 from greenbench.results import RunOutcome
+from greenbench.settings.runspec import RunSpec
 from greenbench.store import list_runs
 from greenbench.store.shard_writer import ShardStore
-from greenbench.vocabulary import RunSpec
 
 submitit_utils = pytest.importorskip("submitit.core.utils")
 

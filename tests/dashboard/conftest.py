@@ -22,6 +22,8 @@ from typing import Any
 import duckdb
 import pytest
 
+from greenbench.settings import identity_of
+
 SCHEMA = Path(__file__).resolve().parents[2] / "greenbench" / "store_schema.sql"
 OLD_SHA, NEW_SHA = "aaaa1111", "bbbb2222"
 T0 = datetime(2026, 1, 5, 9, 0, 0)
@@ -383,7 +385,7 @@ def _write(
 ) -> None:
     from dataclasses import replace
 
-    from greenbench.metrics import aggregate_repeat
+    from greenbench.aggregate import aggregate_repeat
     from greenbench.results import RunOutcome
 
     note = outcome.pop("note", "")
@@ -405,11 +407,11 @@ def _write(
 
 def _keyed(workload: str, settings: dict[str, Any], **config: Any) -> dict[str, Any]:
     """A seeded run's workload, config_key and stored config, from its workload and settings."""
-    from greenbench.vocabulary import config_key, identity
+    from greenbench.vocabulary import config_key
 
     return {
         "workload": workload,
-        "config_key": config_key(identity(settings, workload)),
+        "config_key": config_key(identity_of(settings, workload)),
         "config": {"workload": workload, **config, "settings": settings},
     }
 

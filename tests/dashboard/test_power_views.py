@@ -10,12 +10,13 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
+from greenbench.aggregate import aggregate_repeat
 from greenbench.dashboard_app import data
 from greenbench.energy.base import EnergyWindow
-from greenbench.metrics import aggregate_repeat
 from greenbench.results import RankResult, RunOutcome
+from greenbench.settings import identity_of
 from greenbench.store import Store
-from greenbench.vocabulary import EMULATED_SOURCE, config_key, identity
+from greenbench.vocabulary import EMULATED_SOURCE, config_key
 
 APP = Path(__file__).resolve().parents[2] / "greenbench" / "dashboard_app" / "app.py"
 #: limit (W) -> (tokens/s, mean power W): the emulated H100's model
@@ -43,7 +44,7 @@ def write_sweep(
             store.begin_run({
                 "run_id": run_id, "workload": "power-limit",
                 "config_name": f"transformer/tiny seq=64 fixed single×1 limit={limit:g}W",
-                "config_key": config_key(identity(settings, "power-limit")),
+                "config_key": config_key(identity_of(settings, "power-limit")),
                 "config": {"workload": "power-limit", "settings": settings},
                 "model_family": "transformer", "model_size": "tiny", "strategy": "single",
                 "layout": "dp1", "device": "cpu", "device_type": "emulated:H100 SXM", "nproc": 1,

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import pytest
 
-from greenbench.energy import METERS
+from greenbench.energy import ENERGY_SOURCES, SOURCE_CHOICES
 from greenbench.energy.base import Probe
 from greenbench.energy.estimate import EstimateMeter
 from greenbench.energy.ranks import NullMeter
@@ -32,8 +32,12 @@ def probes(**available: bool | dict[str, int]) -> Callable[[str], Probe]:
 
 
 def test_registry() -> None:
-    assert set(METERS) == {"nvml", "zeus", "rapl", "estimate"}
-    assert all(METERS[k].source == k for k in METERS)
+    assert set(ENERGY_SOURCES) == {"nvml", "zeus", "rapl", "estimate"}
+    assert all(s.meter.source == k and s.name == k for k, s in ENERGY_SOURCES.items())
+    assert SOURCE_CHOICES == ("auto", "nvml", "zeus", "rapl", "estimate")  # best first
+    assert {k: s.figure for k, s in ENERGY_SOURCES.items()} == {
+        "nvml": "measured", "zeus": "measured", "rapl": "measured", "estimate": "estimate"
+    }  # fmt: skip
 
 
 def test_forced_unavailable_source_raises_one_line() -> None:

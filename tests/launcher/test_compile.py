@@ -12,10 +12,10 @@ from helpers import QUICK
 
 from greenbench.cli import main
 from greenbench.launcher.resolve import resolve_spec
+from greenbench.settings import identity_of, spec_identity, spec_key
 from greenbench.spec import expand
 from greenbench.store import read_frame
 from greenbench.vocabulary import config_key
-from greenbench.vocabulary.identity import identity
 
 
 def spec_of(**settings):
@@ -41,12 +41,12 @@ def test_auto_compiles_the_transformer_on_cuda_only(monkeypatch, settings, expec
 
 def test_an_eager_run_keeps_the_identity_it_had_before_the_setting():
     eager = resolve_spec(spec_of(device="cpu"))
-    assert "train.compile" not in eager.identity()
+    assert "train.compile" not in spec_identity(eager)
     before = {k: v for k, v in eager.settings.items() if k != "train.compile"}
-    assert config_key(eager.identity()) == config_key(identity(before, eager.workload))
+    assert spec_key(eager) == config_key(identity_of(before, eager.workload))
     compiled = resolve_spec(spec_of(device="cpu", **{"train.compile": "on"}))
-    assert compiled.identity()["train.compile"] == "on"
-    assert config_key(compiled.identity()) != config_key(eager.identity())
+    assert spec_identity(compiled)["train.compile"] == "on"
+    assert spec_key(compiled) != spec_key(eager)
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import torch
 
 from greenbench import spec
 from greenbench.store import read_frame
+from greenbench.suite import load_suite
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "gpu_speed.py"
 
@@ -58,7 +59,7 @@ def test_the_suite_file_is_one_greenbench_loads(tmp_path: Path) -> None:
         gs.Config("transformer", "tiny", 64, 4, 4),
         gs.Config("mamba", "tiny", 128, 2, 2, kernel="torch"),
     ]
-    suite = spec.load_suite(str(gs.write_suite(tmp_path / "s.toml", plan, configs)))
+    suite = load_suite(str(gs.write_suite(tmp_path / "s.toml", plan, configs)))
     specs = spec.expand_suite(suite, {"device": "cpu", "repeats": 1}, label=gs.LABEL)
     got = [(s["model.family"], s["data.seq_len"], s["model.scan"]) for s in specs]
     assert got == [("transformer", 64, "auto"), ("mamba", 128, "torch")]

@@ -34,8 +34,9 @@ from greenbench.launcher.power_limits import (
     plan_limits,
     restore_stale,
 )
+from greenbench.settings import spec_identity
+from greenbench.settings.runspec import RunSpec
 from greenbench.spec import expand
-from greenbench.vocabulary import RunSpec
 
 
 @pytest.fixture(autouse=True)
@@ -57,8 +58,10 @@ def test_a_fraction_becomes_the_watts_applied_and_they_are_the_identity(nvml):
     assert specs[0]["gpu.power_limit_w"] == 490 and plans[0].watts == 490
     assert plans[0].via == "nvml" and plans[0].default_w == 700 and 1 not in plans
     given = plan_limits([cuda_spec(**{"gpu.power_limit_w": 490.0})])[0][0]
-    assert specs[0].identity() == given.identity()  # 0.7 of 700 W and 490 W: one configuration
-    assert specs[0].identity() != specs[1].identity()
+    assert spec_identity(specs[0]) == spec_identity(
+        given
+    )  # 0.7 of 700 W and 490 W: one configuration
+    assert spec_identity(specs[0]) != spec_identity(specs[1])
     assert "limit=490W" in specs[0].name
 
 

@@ -23,6 +23,7 @@ from helpers import QUICK
 from greenbench.errors import KernelUnavailable, SpecError
 from greenbench.launcher.resolve import resolve_spec
 from greenbench.models.transformer import fused
+from greenbench.settings import spec_identity
 from greenbench.spec import expand
 from greenbench.store import read_frame
 
@@ -31,7 +32,7 @@ pytest.importorskip("liger_kernel")
 COMPARE = r"""
 import json, sys, torch
 from greenbench.models import FAMILIES, ModelBuilder
-from greenbench.strategies.base import forward_fused_loss, forward_logits
+from greenbench.sources.builtin import forward_fused_loss, forward_logits
 import torch.nn.functional as F
 
 device = sys.argv[1]
@@ -107,7 +108,7 @@ def test_auto_uses_liger_for_the_transformer_on_cuda_where_installed(monkeypatch
 
 def test_an_unfused_run_keeps_its_identity():
     spec = resolve_spec(spec_of(device="cpu"))
-    assert "model.liger" not in spec.identity()
+    assert "model.liger" not in spec_identity(spec)
 
 
 @pytest.mark.parametrize(

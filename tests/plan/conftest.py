@@ -18,8 +18,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from greenbench.aggregate import aggregate_repeat
 from greenbench.energy.base import EnergyWindow
-from greenbench.metrics import aggregate_repeat
 from greenbench.results import CommRecord, RankResult, RunOutcome
 from greenbench.store import Store
 from greenbench.vocabulary import Layout

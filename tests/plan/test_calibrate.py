@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 
 from greenbench.errors import SpecError
+from greenbench.models import model_preset
 from greenbench.plan.calibrate import calibrate, fit_link
 from greenbench.plan.cost import Batch, predict
 from greenbench.plan.device import device_model
 from greenbench.plan.measured import measured_layouts
-from greenbench.plan.shapes import model_shape
 
 
 def test_fit_recovers_alpha_beta_flops_and_power(gpu_db: Path, truth) -> None:
@@ -50,7 +50,7 @@ def test_fit_link_needs_two_sizes_and_a_positive_beta() -> None:
 
 
 def test_measured_layouts_carry_their_prediction_error(gpu_db: Path, truth) -> None:
-    shape = model_shape("transformer", "1b")
+    shape = model_preset("transformer", "1b")
     device = device_model("h100", "bf16")
     found = {m.run_id: m for m in measured_layouts(gpu_db, shape, 2, device)}
     assert set(found) == {"aaaa00000001", "aaaa00000002", "aaaa00000003"}  # not the A100's

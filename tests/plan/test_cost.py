@@ -6,16 +6,16 @@ from dataclasses import replace
 
 import pytest
 
+from greenbench.models import model_preset
 from greenbench.plan import comm
 from greenbench.plan.cost import Batch, link_of, predict
 from greenbench.plan.device import device_model
-from greenbench.plan.shapes import model_shape
 from greenbench.vocabulary import Layout
 
 H100 = device_model("h100", "bf16")
 SUSTAINED = 0.4 * 989e12
 BUSY_W, IDLE_W = 0.9 * 700, 75.0
-ONE_B, SEVEN_B = model_shape("transformer", "1b"), model_shape("transformer", "7b")
+ONE_B, SEVEN_B = model_preset("transformer", "1b"), model_preset("transformer", "7b")
 HEAD_7B = 6 * (32000 * 4096 + 4096)  # FLOPs per token of the final norm and LM head
 
 

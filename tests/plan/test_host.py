@@ -11,6 +11,7 @@ from click.testing import CliRunner
 
 from greenbench.cli import main
 from greenbench.errors import SpecError
+from greenbench.models import model_preset
 from greenbench.plan.calibrate import calibrate, fit, stored_runs
 from greenbench.plan.command import host_model
 from greenbench.plan.cost import predict
@@ -22,9 +23,8 @@ from greenbench.plan.host import (
     host_facts,
 )
 from greenbench.plan.measured import measured_layouts
-from greenbench.plan.shapes import model_shape
 
-TINY = model_shape("transformer", "tiny")
+TINY = model_preset("transformer", "tiny")
 
 
 @pytest.mark.parametrize(

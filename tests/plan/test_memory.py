@@ -7,12 +7,12 @@ import math
 
 import pytest
 
+from greenbench.models import model_preset
 from greenbench.plan import memory
 from greenbench.plan.estimate import Need
-from greenbench.plan.shapes import model_shape
 from greenbench.vocabulary import Layout
 
-SEVEN_B = model_shape("transformer", "7b")
+SEVEN_B = model_preset("transformer", "7b")
 N, EMB, L, D, V, FFN = 6738415616, 131072000, 32, 4096, 32000, 11008
 PER_LAYER = (N - EMB - V * D - D) / L  # 202,383,360: attention 4·d² + MLP 3·d·ffn + 2 norms
 HEAD = V * D + D
@@ -36,7 +36,7 @@ def test_block_activations_per_token() -> None:
 
 
 def test_mamba_block_activations_per_token() -> None:
-    tiny = model_shape("mamba", "tiny")  # d 256, d_inner 512, d_state 16, dt_rank 16
+    tiny = model_preset("mamba", "tiny")  # d 256, d_inner 512, d_state 16, dt_rank 16
     whole = 3 * 256 + 1 + 16 + 2 * 16 + 2 * 16  # norm, x_proj's output, B and C
     split = 9 * 512 + 16 * 512 / 32  # inner-width tensors, the scan's states every 32 steps
     assert memory.block_activation_elements(tiny) == whole + split

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from rich.console import Console
 
+from greenbench.models import model_preset
 from greenbench.plan.cost import Batch, Prediction
 from greenbench.plan.device import device_model
 from greenbench.plan.memory import Memory
 from greenbench.plan.render import plan_table
 from greenbench.plan.search import Plan
-from greenbench.plan.shapes import model_shape
 from greenbench.vocabulary import Layout
 
 
@@ -20,7 +20,7 @@ def test_slow_layouts_show_their_tokens_per_second() -> None:
         comm_s=1.3, tokens_per_s=0.0123, joules_per_token=5.0e4, memory=Memory(1.0, 0, 0, 0),
         fits=True,
     )  # fmt: skip
-    plan = Plan(model_shape("transformer", "tiny"), 2, Batch(4096, 1, 1),
+    plan = Plan(model_preset("transformer", "tiny"), 2, Batch(4096, 1, 1),
                 device_model("h100", "bf16"), (slow,), frozenset({slow.layout}), 0)  # fmt: skip
     console = Console(width=300, record=True)
     console.print(plan_table(plan, top=20))

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Sequence
 import pytest
 
 from greenbench.errors import SpecError
+from greenbench.models import ModelPreset, layout_fits, model_preset
 from greenbench.plan.cost import Batch, Prediction, predict
 from greenbench.plan.device import DeviceModel, device_model
 from greenbench.plan.memory import Memory
@@ -23,11 +24,10 @@ from greenbench.plan.search import (
     pareto_set,
     plan,
 )
-from greenbench.plan.shapes import ModelShape, misfit, model_shape
 from greenbench.vocabulary import DEGREES, Layout
 
 H100 = device_model("h100", "bf16")
-SEVEN_B = model_shape("transformer", "7b")
+SEVEN_B = model_preset("transformer", "7b")
 BATCH = Batch(seq_len=4096, global_batch=512, micro_batch=1)
 
 
@@ -44,16 +44,15 @@ def factorisations(n: int, parts: int) -> Iterator[tuple[int, ...]]:
 
 
 def exhaustive(
-    shape: ModelShape, devices: int, batch: Batch, device: DeviceModel, rank_by: str = "energy"
+    shape: ModelPreset, devices: int, batch: Batch, device: DeviceModel, rank_by: str = "energy"
 ) -> tuple[list[Prediction], frozenset[Layout], int]:
     """The search as it was: every ordered factorisation priced, ranked (stable sort over the
     enumeration order), the Pareto set by comparing every pair."""
     predictions, rejected = [], 0
     for degrees in factorisations(devices, len(DEGREES)):
         layout = Layout(**dict(zip(DEGREES, degrees, strict=True)))
-        found = None if misfit(shape, layout, batch.seq_len) else predict(
-            shape, layout, batch, device
-        )  # fmt: skip
+        misfit = layout_fits(shape, layout.tp, layout.pp, layout.cp, batch.seq_len)
+        found = None if misfit else predict(shape, layout, batch, device)
         if found is None:
             rejected += 1
             continue
@@ -113,7 +112,7 @@ SAME_AS_EXHAUSTIVE = [
 def test_the_bounded_search_is_the_exhaustive_one(
     family: str, size: str, seq_len: int, global_batch: int, micro_batch: int
 ) -> None:
-    shape = model_shape(family, size)
+    shape = model_preset(family, size)
     batch = Batch(seq_len=seq_len, global_batch=global_batch, micro_batch=micro_batch)
     compared = 0
     for n in range(1, 201):
@@ -150,7 +149,10 @@ def test_each_ranking_keeps_the_exhaustive_order() -> None:
 def test_large_device_counts_are_planned(devices: int, batch: Batch) -> None:
     result = plan(SEVEN_B, devices, batch, H100)
     assert result.ranked and all(p.layout.world == devices for p in result.ranked)
-    assert all(misfit(SEVEN_B, p.layout, batch.seq_len) is None for p in result.ranked)
+    assert all(
+        layout_fits(SEVEN_B, p.layout.tp, p.layout.pp, p.layout.cp, batch.seq_len) is None
+        for p in result.ranked
+    )
     assert all(batch.global_batch % (p.layout.dp * batch.micro_batch) == 0 for p in result.ranked)
     assert len(result.ranked) + result.rejected == count_factorisations(devices, 5)
     assert len({p.layout for p in result.ranked}) == len(result.ranked)
@@ -282,7 +284,7 @@ def test_more_layouts_than_a_plan_prices_are_refused() -> None:
     # a count, batch and sequence all rich in common factors: 587,331 layouts
     rich = Batch(seq_len=720720, global_batch=720720, micro_batch=1)
     with pytest.raises(SpecError, match=f"more than the {MAX_LAYOUTS:,} a plan prices"):
-        plan(model_shape("mamba", "7b"), 738017280, rich, H100)
+        plan(model_preset("mamba", "7b"), 738017280, rich, H100)
 
 
 @pytest.mark.parametrize("devices", [0, -4])
@@ -294,7 +296,7 @@ def test_impossible_device_counts(devices: int) -> None:
 def test_no_valid_layout_is_one_clear_error() -> None:
     # 5 devices, tiny (8 heads, 4 layers): no degree of 5 divides a batch of 4, the heads or
     # the sequence, and 5 stages are more than the layers
-    tiny = model_shape("transformer", "tiny")
+    tiny = model_preset("transformer", "tiny")
     with pytest.raises(SpecError, match="no layout of 5 device"):
         plan(tiny, 5, Batch(seq_len=4096, global_batch=4, micro_batch=1), H100)
 

@@ -75,7 +75,7 @@ class _SleepingMeter:
 def test_an_idle_sample_taken_on_a_busy_machine_is_unreliable(monkeypatch: pytest.MonkeyPatch):
     import greenbench.energy
     from greenbench.launcher.runners.torchrun import IdlePower
-    from greenbench.vocabulary import RunSpec
+    from greenbench.settings.runspec import RunSpec
 
     monkeypatch.setattr(greenbench.energy, "select_meter", lambda *a, **k: _SleepingMeter())
     spec = RunSpec(

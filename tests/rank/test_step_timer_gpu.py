@@ -3,7 +3,7 @@ times agree with CUDA events recorded around the same training steps.
 
 Device work is asynchronous: a clock read without synchronising would stop when the step's
 kernels are queued, not when they finish, and step times would fall far below the events'.
-The shared training step (`Strategy.train_step`) synchronises before returning; this checks
+The shared training step (`StepSchedule.train_step`) synchronises before returning; this checks
 that the times the worker stores (``step_times_s``) are the device's."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import torch
 from greenbench.launcher.resolve import resolve_spec
 from greenbench.rank import worker
 from greenbench.spec import expand
-from greenbench.strategies.base import Strategy
+from greenbench.strategies.schedule import StepSchedule
 
 pytestmark = pytest.mark.cuda
 
@@ -36,17 +36,17 @@ def test_the_workers_step_times_agree_with_cuda_events(monkeypatch: pytest.Monke
     )  # fmt: skip
     spec = resolve_spec(spec)
     events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
-    train_step = Strategy.train_step
+    train_step = StepSchedule.train_step
 
-    def with_events(self, model, optimizer, batch):
+    def with_events(self, model, optimizer, batch, before_microbatch=None):
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
-        out = train_step(self, model, optimizer, batch)
+        out = train_step(self, model, optimizer, batch, before_microbatch)
         end.record()
         events.append((start, end))
         return out
 
-    monkeypatch.setattr(Strategy, "train_step", with_events)
+    monkeypatch.setattr(StepSchedule, "train_step", with_events)
     (result,) = worker.run_rank(spec)
     torch.cuda.synchronize()
     assert len(events) == WARMUP + STEPS and len(result.step_times_s) == STEPS

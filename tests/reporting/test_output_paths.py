@@ -214,10 +214,10 @@ def test_report_failing_midway_leaves_nothing(
     seeded_db: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The disk fills after the first plot: no report folder, not even the parents it made."""
-    from greenbench.reporting import report
+    from greenbench.reporting import figures
 
     saved: list[Path] = []
-    real_save = report._save
+    real_save = figures.save
 
     def save_then_fill(fig: Any, path: Path) -> None:
         if saved:
@@ -226,7 +226,7 @@ def test_report_failing_midway_leaves_nothing(
         real_save(fig, path)
         saved.append(path)
 
-    monkeypatch.setattr(report, "_save", save_then_fill)
+    monkeypatch.setattr(figures, "save", save_then_fill)
     out = tmp_path / "reports" / "new"
     result = _invoke("report", "--out", str(out), "--db", str(seeded_db))
     _one_clear_line(result, str(out), "No space left on device")

@@ -170,10 +170,10 @@ def test_multi_rank_configurations_report_their_waiting(seeded_db: Path, tmp_pat
 
 def _figure_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Every title, axis label and legend text of the PNGs the report draws, as it saves them."""
-    from greenbench.reporting import report
+    from greenbench.reporting import figures
 
     texts: list[str] = []
-    save = report._save
+    save = figures.save
 
     def keep(fig: Any, path: Path) -> None:
         for ax in fig.axes:
@@ -183,7 +183,7 @@ def _figure_texts(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         texts.extend(t.get_text() for t in fig.texts)
         save(fig, path)
 
-    monkeypatch.setattr(report, "_save", keep)
+    monkeypatch.setattr(figures, "save", keep)
     return texts
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 
-from greenbench.reporting import report
+from greenbench.reporting import figures
 from greenbench.reporting.power_limits import plot, read_sweeps
 from greenbench.reporting.report import write_report
 from greenbench.results import RepeatResult, RunOutcome
@@ -219,13 +219,13 @@ def test_a_skipping_run_is_marked_partial_and_on_no_front(tmp_path: Path) -> Non
 def _figures(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
     """The figures the report saves, by file name, drawn (so text has a size)."""
     drawn: dict[str, Any] = {}
-    save = report._save
+    save = figures.save
 
     def keep(fig: Any, path: Path) -> None:
         save(fig, path)
         drawn[path.name] = fig
 
-    monkeypatch.setattr(report, "_save", keep)
+    monkeypatch.setattr(figures, "save", keep)
     return drawn
 
 

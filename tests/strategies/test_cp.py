@@ -23,9 +23,10 @@ from transformers import LlamaForCausalLM
 
 from greenbench.data.batches import collate_microbatch
 from greenbench.distributed.comm import CommRecorder
+from greenbench.distributed.context_parallel import split_sequence
 from greenbench.models import build_model
+from greenbench.models import family as model_family
 from greenbench.models.transformer.model import make_config
-from greenbench.strategies.hybrid.cp import enable_context_parallel, split_sequence
 
 VOCAB = 128
 SEQ = 64
@@ -87,7 +88,7 @@ def _worker(rank: int, world: int, port: int, case: tuple, out: str) -> None:
     try:
         comm = CommRecorder()
         model = make_model(family, kv_heads)
-        enable_context_parallel(family, model, dist.group.WORLD, comm)
+        model_family(family).enable_context_parallel(model, dist.group.WORLD, comm)
         ids, labels, pos = split_sequence(*make_batch(packed), rank, world)
         kwargs = {"position_ids": pos} if family == "transformer" else {}
         logits = model(input_ids=ids, **kwargs).logits

@@ -14,8 +14,10 @@ import torch
 from helpers import free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource
+from greenbench.distributed.device import DistContext
 from greenbench.models import FAMILIES, ModelBuilder, build_model
-from greenbench.strategies import STRATEGIES, DistContext
+from greenbench.sources.builtin import next_token_loss
+from greenbench.strategies import STRATEGIES
 
 STEPS = 3
 # SGD: the update is linear in the gradient, so a wrong reduction (a sum for a mean, a lost
@@ -50,12 +52,13 @@ def train(strategy: str, family: str, rank: int, world: int) -> dict[str, torch.
         device=torch.device("cpu"),
         dtype=torch.float32,
     )
-    strat = STRATEGIES[strategy](ctx)
-    wrapped = strat.apply(builder)
+    strat = STRATEGIES[strategy].load()(ctx)
+    wrapped = strat.parallelize(builder)
+    schedule = strat.schedule(next_token_loss)
     optimizer = torch.optim.SGD(wrapped.parameters(), lr=OPT_LR)
     plan = DataPlan(source=MarkovSource(vocab_size=info.vocab_size, seed=1), **SETTINGS)
     for step in range(STEPS):
-        strat.train_step(wrapped, optimizer, strat.batch(plan, step))
+        schedule.train_step(wrapped, optimizer, strat.assignment.batch(plan, step))
     inner = getattr(wrapped, "module", wrapped)
     out = {}
     for name, p in inner.named_parameters():

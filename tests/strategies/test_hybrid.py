@@ -19,8 +19,10 @@ import torch
 from helpers import free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource
+from greenbench.distributed.device import DistContext
 from greenbench.models import FAMILIES, ModelBuilder
-from greenbench.strategies import STRATEGIES, DistContext
+from greenbench.sources.builtin import next_token_loss
+from greenbench.strategies import STRATEGIES
 from greenbench.vocabulary import Layout
 
 STEPS = 3
@@ -63,17 +65,18 @@ def train(family: str, layout: Layout, rank: int, schedule: str) -> dict:
     builder = ModelBuilder(FAMILIES[family], "tiny", seed=0, kernel="auto")
     ctx = DistContext(rank, rank, layout.world, torch.device("cpu"), torch.float32)
     if layout.world == 1:
-        strategy = STRATEGIES["single"](ctx)
+        strategy = STRATEGIES["single"].load()(ctx)
     else:
         mesh = build_mesh(layout, "cpu")
-        strategy = STRATEGIES["hybrid"](ctx, mesh, None, layout)
+        strategy = STRATEGIES["hybrid"].load()(ctx, mesh, None, layout)
         strategy.configure(settings(layout, family, schedule))
-    model = strategy.apply(builder)
+    model = strategy.parallelize(builder)
+    schedule = strategy.schedule(next_token_loss)
     optimizer = torch.optim.SGD(strategy.parameters(model), lr=LR)
     plan = DataPlan(source=MarkovSource(vocab_size=builder.info.vocab_size, seed=1), **DATA)
     losses = []
     for step in range(STEPS):
-        loss, _ = strategy.train_step(model, optimizer, strategy.batch(plan, step))
+        loss, _ = schedule.train_step(model, optimizer, strategy.assignment.batch(plan, step))
         losses.append(loss)
     local = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in model.parameters())
     calls = {(c.dim, c.op) for c in strategy.comm.take()}

@@ -17,11 +17,13 @@ import torch
 from helpers import free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource, StepBatch
+from greenbench.distributed.device import DistContext
 from greenbench.launcher.launch import run_specs
 from greenbench.models import FAMILIES, ModelBuilder
+from greenbench.sources.builtin import next_token_loss
 from greenbench.spec import expand
 from greenbench.store import read_frame
-from greenbench.strategies import STRATEGIES, DistContext
+from greenbench.strategies import STRATEGIES
 
 pytestmark = pytest.mark.slow
 
@@ -57,8 +59,9 @@ def context(rank: int, world: int) -> DistContext:
 
 def single_on(family: str, world: int) -> tuple[dict[str, torch.Tensor], list[float]]:
     """One process trained on exactly the rows the ``world`` ODC ranks train on, per step."""
-    strategy = STRATEGIES["single"](context(0, 1))
-    model = strategy.apply(builder(family))
+    strategy = STRATEGIES["single"].load()(context(0, 1))
+    model = strategy.parallelize(builder(family))
+    schedule = strategy.schedule(next_token_loss)
     optimizer = torch.optim.SGD(model.parameters(), lr=OPT_LR)
     data = plan(family, "balanced-cost")
     losses = []
@@ -69,7 +72,7 @@ def single_on(family: str, world: int) -> tuple[dict[str, torch.Tensor], list[fl
             global_tokens=parts[0].global_tokens,
             cost=sum(p.cost for p in parts),
         )
-        loss, _ = strategy.train_step(model, optimizer, whole)
+        loss, _ = schedule.train_step(model, optimizer, whole)
         losses.append(loss)
     return {n: p.detach().clone() for n, p in model.named_parameters()}, losses
 
@@ -81,14 +84,15 @@ def _rank(rank: int, world: int, port: int, strategy: str, family: str, out: str
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
-        s = STRATEGIES[strategy](context(rank, world))
-        model = s.apply(builder(family))
+        s = STRATEGIES[strategy].load()(context(rank, world))
+        model = s.parallelize(builder(family))
+        schedule = s.schedule(next_token_loss)
         optimizer = torch.optim.SGD(list(s.parameters(model)), lr=OPT_LR)
-        data = plan(family, s.balance)
+        data = plan(family, STRATEGIES[strategy].balance)
         report: dict = {"losses": [], "counts": [], "idle_after_step": []}
         for step in range(STEPS):
-            batch = s.batch(data, step)
-            loss, _ = s.train_step(model, optimizer, batch)
+            batch = s.assignment.batch(data, step)
+            loss, _ = schedule.train_step(model, optimizer, batch)
             report["losses"].append(loss)
             report["counts"].append(len(batch.microbatches))
             if strategy == "odc":

@@ -16,9 +16,11 @@ import torch
 from helpers import free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource
+from greenbench.distributed.device import DistContext
 from greenbench.models import FAMILIES, ModelBuilder
+from greenbench.sources.builtin import next_token_loss
 from greenbench.spec import DEFAULTS
-from greenbench.strategies import STRATEGIES, DistContext
+from greenbench.strategies import STRATEGIES
 from greenbench.strategies.skippipe.plan import fill_drain_order
 from greenbench.strategies.skippipe.routes import Costs, even_paths, make_plan, nodes_by_stage
 from greenbench.vocabulary import Layout
@@ -47,16 +49,17 @@ def train(family: str, rank: int, world: int, over: dict) -> dict:
     builder = ModelBuilder(FAMILIES[family], "tiny", seed=0, kernel="auto")
     ctx = DistContext(rank, rank, world, torch.device("cpu"), torch.float32)
     if world == 1:
-        strategy = STRATEGIES["single"](ctx)
+        strategy = STRATEGIES["single"].load()(ctx)
     else:
-        strategy = STRATEGIES["skippipe"](ctx, None, None, Layout(pp=world))
+        strategy = STRATEGIES["skippipe"].load()(ctx, None, None, Layout(pp=world))
         strategy.configure(settings(family, **over))
-    model = strategy.apply(builder)
+    model = strategy.parallelize(builder)
+    schedule = strategy.schedule(next_token_loss)
     optimizer = torch.optim.SGD(strategy.parameters(model), lr=0.5)
     plan = DataPlan(source=MarkovSource(vocab_size=builder.info.vocab_size, seed=1), **DATA)
     losses, fractions = [], []
     for step in range(STEPS):
-        loss, _ = strategy.train_step(model, optimizer, strategy.batch(plan, step))
+        loss, _ = schedule.train_step(model, optimizer, strategy.assignment.batch(plan, step))
         losses.append(loss)
         fractions.append(strategy.flops_fraction)
     calls = {(c.dim, c.op) for c in strategy.comm.take()}

@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from greenbench.errors import SpecError
-from greenbench.spec import expand_suite, load_suite
+from greenbench.spec import expand_suite
+from greenbench.suite import load_suite
 
 BENCH = """
     import torch

@@ -19,8 +19,9 @@ import pytest
 from click.testing import CliRunner
 
 from greenbench.cli import main
+from greenbench.settings import identity_of, spec_key
 from greenbench.spec import expand
-from greenbench.vocabulary import config_key, identity
+from greenbench.vocabulary import config_key
 
 BENCH = """
     import torch
@@ -101,8 +102,8 @@ def test_registered_workloads_are_listed(installed: Path):
     assert "gbtoy" in result.output and "gbtoy.bench:workload" in result.output
     assert "0.3.1" in result.output and "What does a toy step cost?" in result.output
     # the registered name and the entry point are one configuration
-    by_name = [config_key(s.identity()) for s in expand("gbtoy", [])]
-    assert by_name == [config_key(s.identity()) for s in expand("gbtoy.bench:workload", [])]
+    by_name = [spec_key(s) for s in expand("gbtoy", [])]
+    assert by_name == [spec_key(s) for s in expand("gbtoy.bench:workload", [])]
 
 
 @pytest.mark.slow
@@ -131,7 +132,7 @@ def test_a_user_package_runs_by_entry_point_and_from_a_suite(installed: Path, tm
         versions = json.loads(run["versions"])["workload"]  # … it is stored beside it
         assert versions == versions | {"entry_point": ref, "package": "gbtoy", "version": "0.3.1"}
     settings = json.loads(single["config"])["settings"]
-    assert single["config_key"] == config_key(identity(settings, ref))  # the entry point's name
+    assert single["config_key"] == config_key(identity_of(settings, ref))  # the entry point's name
     assert (single["strategy"], single["nproc"], ddp["strategy"], ddp["nproc"]) == (
         "single",
         1,

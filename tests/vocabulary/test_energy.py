@@ -6,7 +6,8 @@ import math
 
 import pandas as pd
 
-from greenbench.vocabulary import SIMULATED_SOURCE, SOURCES, energy_label, is_simulated
+from greenbench.energy.sources import SOURCE_NAMES
+from greenbench.vocabulary import SIMULATED_SOURCE, energy_label, is_simulated
 
 
 def test_labels_say_measured_estimate_or_simulated():
@@ -18,7 +19,7 @@ def test_labels_say_measured_estimate_or_simulated():
 
 
 def test_a_run_cannot_choose_the_simulators_source():
-    assert SIMULATED_SOURCE == "model" and SIMULATED_SOURCE not in SOURCES
+    assert SIMULATED_SOURCE == "model" and SIMULATED_SOURCE not in SOURCE_NAMES
 
 
 def test_simulated_by_flag_or_by_source_and_null_reads_false():

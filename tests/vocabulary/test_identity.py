@@ -10,8 +10,9 @@ import hashlib
 
 import pytest
 
+from greenbench.settings import identity_of, spec_key
 from greenbench.spec import expand
-from greenbench.vocabulary import config_key, identity
+from greenbench.vocabulary import config_key
 
 BUILT_IN_KEYS = {
     "transformer-vs-mamba": (8, "1c91f14919359fbe"),
@@ -30,15 +31,16 @@ PINNED_SWEEPS = {"transformer-vs-mamba": {"model.family": ["transformer", "mamba
 @pytest.mark.parametrize("workload", sorted(BUILT_IN_KEYS))
 def test_built_in_config_keys_are_unchanged(workload: str):
     layers = [PINNED_SWEEPS.get(workload, {})]
-    keys = sorted(config_key(spec.identity()) for spec in expand(workload, layers))
+    keys = sorted(spec_key(spec) for spec in expand(workload, layers))
     digest = hashlib.sha256(" ".join(keys).encode()).hexdigest()[:16]
     assert (len(keys), digest) == BUILT_IN_KEYS[workload]
 
 
 def test_user_settings_are_part_of_the_identity():
     base = {"strategy": "single", "seed": 0}
-    a = identity(base | {"user.width": 64}, "mypkg.bench:workload")
-    b = identity(base | {"user.width": 128}, "mypkg.bench:workload")
+    a = identity_of(base | {"user.width": 64}, "mypkg.bench:workload")
+    b = identity_of(base | {"user.width": 128}, "mypkg.bench:workload")
     assert a["workload"] == "mypkg.bench:workload"
     assert config_key(a) != config_key(b)
-    assert config_key(a) != config_key(identity(base | {"user.width": 64}, "other.bench:workload"))
+    other = identity_of(base | {"user.width": 64}, "other.bench:workload")
+    assert config_key(a) != config_key(other)

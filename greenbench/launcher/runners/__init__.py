@@ -13,7 +13,7 @@ from __future__ import annotations
 from greenbench.launcher.runners.base import Peak, RunContext, Runner, Shape
 from greenbench.launcher.runners.simulated import SimulatedRunner
 from greenbench.launcher.runners.torchrun import TorchrunRunner
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
 
 #: every runner, asked in this order; the last takes any configuration
 RUNNERS: tuple[type[Runner], ...] = (

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from greenbench.results import RunOutcome, RunRecord
-from greenbench.vocabulary import RunSpec
+from greenbench.settings.runspec import RunSpec
 
 if TYPE_CHECKING:
     from greenbench.launcher.power_limits import LimitPlan

@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from greenbench.rank import emulated_gpu
 from greenbench.results import RunRecord
-from greenbench.vocabulary import RunSpec, config_key, is_user_workload
+from greenbench.settings import spec_key
+from greenbench.settings.runspec import RunSpec
+from greenbench.vocabulary import is_user_workload
 
 if TYPE_CHECKING:
     from greenbench.launcher.runners.base import RunContext
@@ -30,7 +32,7 @@ def spec_record(spec: RunSpec, run_id: str) -> RunRecord:
         suite=spec.suite,
         workload=spec.workload,
         config_name=spec.name,
-        config_key=config_key(spec.identity()),
+        config_key=spec_key(spec),
         config=json.dumps(spec.to_dict(), sort_keys=True),
         model_family=s.get("model.family"),
         model_size=s.get("model.size"),

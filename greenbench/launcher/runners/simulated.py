@@ -59,7 +59,8 @@ from greenbench.plan.skippipe.topology import (
     published_topology,
 )
 from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
-from greenbench.vocabulary import SIMULATED_SOURCE, Layout, RunSpec
+from greenbench.settings.runspec import RunSpec
+from greenbench.vocabulary import SIMULATED_SOURCE, Layout
 
 #: assumed power of one node computing, W (not measured: an accelerator node under load)
 ASSUMED_BUSY_W = 600.0
@@ -251,7 +252,7 @@ def rank_results(spec: RunSpec, steps: list[Iteration], repeat: int) -> list[Ran
 
 def simulate_run(spec: RunSpec, *, carbon_g_per_kwh: float | None) -> RunOutcome:
     """Simulate every repeat of ``spec`` and return what the store keeps (module docstring)."""
-    from greenbench.metrics import aggregate_repeat
+    from greenbench.aggregate import aggregate_repeat
 
     steps = iterations(spec)
     nodes = len({r for it in steps for r in it.ranks})

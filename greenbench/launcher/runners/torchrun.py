@@ -23,7 +23,8 @@ from greenbench.launcher.runners.record import build_record, model_kernels
 from greenbench.rank import user_run
 from greenbench.rank.contention import ContentionWatch
 from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
-from greenbench.vocabulary import RunSpec, is_user_workload
+from greenbench.settings.runspec import RunSpec
+from greenbench.vocabulary import is_user_workload
 
 
 class TorchrunRunner:
@@ -139,12 +140,12 @@ def aggregate_checked(
     low (e.g. taken while other processes held cores): it is measured again, once, now that the
     run's ranks have exited, and MFU recomputed against the new peak, each repeat noting it.
     Where the run still beats the peak (or beats a GPU datasheet figure), MFU is stored unknown
-    with its reason (``metrics.checked_mfu``): never above 1, never clamped.
+    with its reason (``aggregate.checked_mfu``): never above 1, never clamped.
     """
     from dataclasses import replace
 
+    from greenbench.aggregate import aggregate_repeat, exceeds_peak
     from greenbench.hardware import cpu_peak
-    from greenbench.metrics import aggregate_repeat, exceeds_peak
 
     def aggregate(p: float | None) -> list[RepeatResult]:
         return [
@@ -183,7 +184,7 @@ class IdlePower:
 
     The sample is watched (`ContentionWatch`): one taken while other processes kept the machine
     busy, or another greenbench ran, is returned with why it is unreliable (net energy is then
-    unknown, `metrics.aggregate_repeat`) and not reused: the next configuration samples again.
+    unknown, `aggregate.aggregate_repeat`) and not reused: the next configuration samples again.
     An emulated GPU's idle power is its model's, whatever the machine does."""
 
     def __init__(self) -> None:

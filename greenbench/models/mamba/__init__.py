@@ -1,37 +1,27 @@
 """The Mamba family: Mamba-1 (transformers' `MambaForCausalLM`) with greenbench's fast mixer and
-selective scan, whose backend is the ``model.scan`` setting."""
+selective scan, whose backend is the ``model.scan`` setting.
+
+Its card (`CARD`, torch-free) is imported here; the torch modules are imported when one of their
+names is first asked for."""
 
 from __future__ import annotations
 
-from greenbench.models.family import ModelFamily
-from greenbench.models.mamba.flops import mamba_flops_per_token
-from greenbench.models.mamba.kernels import CHOICES, resolve_scan
-from greenbench.models.mamba.model import (
-    PRESETS,
-    FastScanMambaMixer,
-    build,
-    causal_depthwise_conv1d,
-    info,
-    make_config,
-    use_fast_scan,
-)
-from greenbench.models.mamba.parallel import TENSOR_PARALLEL, blocks, pipeline_stage
+import importlib
+from typing import Any
 
-FAMILY = ModelFamily(
-    name="mamba",
-    presets=PRESETS,
-    build=build,
-    info=info,
-    flops_per_token=mamba_flops_per_token,
-    blocks=blocks,
-    tensor_parallel=TENSOR_PARALLEL,
-    pipeline_stage=pipeline_stage,
-    kernel_choices=CHOICES,
-    resolve_kernel=resolve_scan,
-)
+from greenbench.models.mamba.card import CARD, PRESETS, info
+
+#: name -> the module that defines it (imported on first access)
+_LAZY = {
+    "FastScanMambaMixer": "model",
+    "build": "model",
+    "causal_depthwise_conv1d": "model",
+    "make_config": "model",
+    "use_fast_scan": "model",
+}
 
 __all__ = [
-    "FAMILY",
+    "CARD",
     "PRESETS",
     "FastScanMambaMixer",
     "build",
@@ -40,3 +30,9 @@ __all__ = [
     "make_config",
     "use_fast_scan",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,9 +14,10 @@ from __future__ import annotations
 import importlib
 import os
 
-from greenbench.errors import KernelUnavailable, SpecError
+from greenbench.errors import KernelUnavailable
+from greenbench.models.mamba.card import CHOICES, check_scan
 
-CHOICES = ("native", "torch", "triton", "mamba-ssm")
+__all__ = ["CHOICES", "mamba_ssm_available", "resolve_scan", "triton_available"]
 
 _NO_TRITON = "model.scan=triton but triton cannot be imported; install triton or use auto or torch"
 
@@ -56,13 +57,7 @@ def resolve_scan(setting: str, device: str) -> str:
     choice this machine cannot run."""
     from greenbench.models.mamba.scan_native import native_kernel
 
-    if setting == "fla":
-        raise SpecError(
-            "model.scan=fla is flash-linear-attention's Mamba-2 kernel; Mamba-1 (model.family="
-            f"mamba) scans with one of auto, {', '.join(CHOICES)}"
-        )
-    if setting not in ("auto", *CHOICES):
-        raise SpecError(f"model.scan={setting!r} is not one of auto, {', '.join(CHOICES)}")
+    check_scan(setting)
     if device == "cuda":
         if setting == "native":
             raise KernelUnavailable(

@@ -1,11 +1,7 @@
 """Mamba-1, built with transformers' `MambaForCausalLM`, with a fast training path (CPU, CUDA).
 
-Presets are matched in total parameter count (within ~5%) to the Transformer presets of the same
-name; the small ones reuse the published checkpoints' shapes (huggingface.co/state-spaces/
-mamba-130m: d 768 × 24 layers; mamba-370m: d 1024 × 48 layers). A Mamba block holds ~6·d²
-parameters to a Llama block's ~12·d², so a Mamba preset has about twice the layers of its
-Transformer twin. State size 16, expand 2, conv 4, untied LM head (as for the Transformer, so
-both count the head the same way in FLOPs).
+The presets and their analytic description are the family's card
+(`greenbench.models.mamba.card`).
 
 Fast path. transformers' pure-PyTorch Mamba (used whenever the CUDA packages `mamba-ssm` and
 `causal-conv1d` are absent) trains ~80x slower than a Transformer of the same size on CPU. The
@@ -27,34 +23,23 @@ Mamba ignores ``position_ids``; padding is handled through ``labels`` = -100 (an
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from transformers import MambaConfig, MambaForCausalLM
 from transformers.models.mamba.modeling_mamba import MambaMixer, apply_mask_to_padding_states
 
-from greenbench.models.family import ModelInfo
+from greenbench.models.mamba.card import PRESETS, info
 from greenbench.models.mamba.scan import DEFAULT_CHUNK_SIZE, selective_scan
 
-
-@dataclass(frozen=True, slots=True)
-class MambaPreset:
-    d_model: int
-    n_layers: int
-    vocab_size: int
-    d_state: int = 16
-    expand: int = 2
-    d_conv: int = 4
-
-
-PRESETS: dict[str, MambaPreset] = {
-    "tiny": MambaPreset(d_model=256, n_layers=8, vocab_size=1024),
-    "125m": MambaPreset(d_model=768, n_layers=24, vocab_size=32000),
-    "350m": MambaPreset(d_model=1024, n_layers=48, vocab_size=32000),
-    "1b": MambaPreset(d_model=2048, n_layers=36, vocab_size=32000),
-    "7b": MambaPreset(d_model=4096, n_layers=64, vocab_size=32000),
-}
+__all__ = [
+    "PRESETS",
+    "FastScanMambaMixer",
+    "build",
+    "causal_depthwise_conv1d",
+    "info",
+    "make_config",
+    "use_fast_scan",
+]
 
 
 def causal_depthwise_conv1d(
@@ -152,36 +137,3 @@ def build(size: str, *, vocab_size: int | None = None, kernel: str = "auto") -> 
     (``model.scan``: native, torch, triton, mamba-ssm, or auto for library use; runs pass the
     resolved choice); seed the RNG first."""
     return use_fast_scan(MambaForCausalLM(make_config(size, vocab_size=vocab_size)), kernel)
-
-
-def info(size: str, *, vocab_size: int | None = None) -> ModelInfo:
-    """Analytic parameter counts and shape of a preset (equal to the built model's counts)."""
-    p = PRESETS[size]
-    vocab = vocab_size or p.vocab_size
-    d, d_inner, n = p.d_model, p.expand * p.d_model, p.d_state
-    dt_rank = -(-d // 16)  # ceil(d / 16), MambaConfig's "auto"
-    per_layer = (
-        d  # RMSNorm
-        + d * 2 * d_inner  # in_proj (x and gate), no bias
-        + (d_inner * p.d_conv + d_inner)  # depthwise conv1d weight + bias
-        + d_inner * (dt_rank + 2 * n)  # x_proj -> (dt, B, C), no bias
-        + (dt_rank * d_inner + d_inner)  # dt_proj weight + bias
-        + (d_inner * n + d_inner)  # A_log, D
-        + d_inner * d  # out_proj, no bias
-    )
-    embedding = vocab * d
-    non_embedding = p.n_layers * per_layer + d + vocab * d  # + final norm + untied LM head
-    return ModelInfo(
-        family="mamba",
-        size=size,
-        n_params=embedding + non_embedding,
-        n_params_embedding=embedding,
-        n_params_non_embedding=non_embedding,
-        n_layers=p.n_layers,
-        d_model=d,
-        vocab_size=vocab,
-        d_inner=d_inner,
-        d_state=n,
-        d_conv=p.d_conv,
-        dt_rank=dt_rank,
-    )

@@ -28,7 +28,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from greenbench.models.family import ModelInfo, TensorParallel
+from greenbench.models.card import TensorParallel
 from greenbench.models.mamba.model import FastScanMambaMixer, causal_depthwise_conv1d
 from greenbench.models.mamba.scan import selective_scan
 
@@ -44,11 +44,6 @@ class TpOps(Protocol):
 def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     """The Mamba blocks of a `MambaForCausalLM`, in order."""
     return list(model.backbone.layers)
-
-
-def tp_divides(info: ModelInfo) -> dict[str, int]:
-    """What a tensor-parallel degree must divide: each rank holds whole inner channels."""
-    return {"inner channels (d_inner)": info.d_inner or 0}
 
 
 def _local(t: torch.Tensor | None) -> torch.Tensor | None:
@@ -133,7 +128,6 @@ def unshard_in_proj(weight: torch.Tensor, tp: int) -> torch.Tensor:
 
 
 TENSOR_PARALLEL = TensorParallel(
-    divides=tp_divides,
     plan=None,
     reason=(
         "x_proj's row-wise output feeds channel-local computation, so its gradient needs an "

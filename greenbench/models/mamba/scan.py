@@ -62,9 +62,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from greenbench.errors import KernelUnavailable
+from greenbench.models.mamba.card import SCAN_CHUNK
 from greenbench.models.mamba.scan_native import native_kernel
 
-DEFAULT_CHUNK_SIZE = 32
+DEFAULT_CHUNK_SIZE = SCAN_CHUNK
 BACKENDS = ("auto", "native", "torch", "triton")
 
 if TYPE_CHECKING:

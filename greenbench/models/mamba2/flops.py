@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from greenbench.errors import SpecError
-from greenbench.models.family import ModelInfo
+from greenbench.models.card import ModelInfo
 
 
 def mamba2_scan_flops_per_token(info: ModelInfo) -> float:

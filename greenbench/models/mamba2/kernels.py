@@ -5,7 +5,7 @@ Choices: ``torch`` (greenbench's chunked SSD, `greenbench.models.mamba2.ssd`, an
 ``fla`` (fla-core's Triton ``chunk_simple_gla``, CUDA), ``mamba-ssm`` (mamba-ssm's Triton
 ``mamba_chunk_scan_combined``, CUDA) and ``auto``: on CUDA mamba-ssm, else fla, else torch,
 whichever imports first; on CPU torch. ``native`` and ``triton`` (Mamba-1's own kernels) are
-refused. The resolved name is part of the run's identity (`ModelFamily.kernels_used`), so runs
+refused. The resolved name is part of the run's identity (`ModelCard.kernels_used`), so runs
 on different kernels are never pooled.
 
 Both libraries are imported only when a CUDA device asks for them, never at module import: fla-core
@@ -44,10 +44,11 @@ from collections.abc import Callable
 
 import torch
 
-from greenbench.errors import KernelUnavailable, SpecError
+from greenbench.errors import KernelUnavailable
+from greenbench.models.mamba2.card import CHOICES, check_scan
 from greenbench.models.mamba2.ssd import ssd_scan
 
-CHOICES = ("torch", "fla", "mamba-ssm")
+__all__ = ["CHOICES", "fla_scan", "importable", "mamba_ssm_scan", "resolve_scan", "scan_function"]
 
 #: backend -> the module whose import proves it usable on this machine
 MODULES = {"mamba-ssm": "mamba_ssm.ops.triton.ssd_combined", "fla": "fla.ops.simple_gla"}
@@ -68,13 +69,7 @@ def importable(backend: str) -> bool:
 def resolve_scan(setting: str, device: str) -> str:
     """The backend ``model.scan=setting`` runs on ``device`` ("cpu" or "cuda"). Raises SpecError
     for a choice Mamba-2 does not offer and KernelUnavailable for one this machine cannot run."""
-    if setting in ("native", "triton"):
-        raise SpecError(
-            f"model.scan={setting} is a Mamba-1 kernel; Mamba-2 (model.family=mamba2) scans with "
-            f"one of auto, {', '.join(CHOICES)}"
-        )
-    if setting not in ("auto", *CHOICES):
-        raise SpecError(f"model.scan={setting!r} is not one of auto, {', '.join(CHOICES)}")
+    check_scan(setting)
     if device != "cuda":
         if setting in MODULES:
             raise KernelUnavailable(

@@ -1,17 +1,7 @@
 """Mamba-2, built with transformers' `Mamba2ForCausalLM`, training on the scan ``model.scan`` picks.
 
-Presets are matched in total parameter count (within ~5%) to the Transformer presets of the same
-name. ``125m`` and ``350m`` are the published checkpoints' shapes (huggingface.co/state-spaces/
-mamba2-130m: d 768 × 24 layers; mamba2-370m: d 1024 × 48 layers), which also makes them the same
-size as the Mamba-1 presets of the same name (within 0.2% and 1%); ``1b`` and ``7b`` keep their
-widths and take the layer count that matches the Transformer. Mamba-2's usual block: expand 2,
-head dim 64, state size 128, one group of B and C shared by all heads, conv 4, untied LM head.
-``tiny`` (vocab 1024, d 256, 8 layers) uses state size 64 to stay CPU-fast.
-
-The chunk length Q of the SSD scan is part of a preset (it sets the scan's FLOPs, see
-`greenbench.models.mamba2.flops`): 256 from ``125m`` up, Mamba-2's default (mamba-ssm's
-``Mamba2`` module and the published configs); 64 for ``tiny``, where the torch scan is fastest
-on a CPU (`greenbench.models.mamba2.ssd`). fla's kernel tiles by its own 64 whatever Q is.
+The presets (and the SSD scan's chunk length each sets) and their analytic description are the
+family's card (`greenbench.models.mamba2.card`).
 
 Training path. transformers' `Mamba2Mixer` runs, without the CUDA packages, its pure-torch SSD
 (`mamba2_chunk_scan`); the models built here re-class each mixer instance (transformers' classes
@@ -29,45 +19,23 @@ as Mamba-1's does here. Speed against transformers' own mixer: `greenbench.model
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 from transformers import Mamba2Config, Mamba2ForCausalLM
 from transformers.models.mamba2.modeling_mamba2 import Mamba2Mixer, apply_mask_to_padding_states
 
-from greenbench.models.family import ModelInfo
+from greenbench.models.mamba2.card import PRESETS, info
 from greenbench.models.mamba2.kernels import scan_function
 
-
-@dataclass(frozen=True, slots=True)
-class Mamba2Preset:
-    d_model: int
-    n_layers: int
-    vocab_size: int
-    d_state: int = 128
-    head_dim: int = 64
-    expand: int = 2
-    n_groups: int = 1
-    d_conv: int = 4
-    chunk_size: int = 256
-
-    @property
-    def d_inner(self) -> int:
-        return self.expand * self.d_model
-
-    @property
-    def n_heads(self) -> int:
-        return self.d_inner // self.head_dim
-
-
-PRESETS: dict[str, Mamba2Preset] = {
-    "tiny": Mamba2Preset(d_model=256, n_layers=8, vocab_size=1024, d_state=64, chunk_size=64),
-    "125m": Mamba2Preset(d_model=768, n_layers=24, vocab_size=32000),
-    "350m": Mamba2Preset(d_model=1024, n_layers=48, vocab_size=32000),
-    "1b": Mamba2Preset(d_model=2048, n_layers=38, vocab_size=32000),
-    "7b": Mamba2Preset(d_model=4096, n_layers=64, vocab_size=32000),
-}
+__all__ = [
+    "PRESETS",
+    "SSDMamba2Mixer",
+    "build",
+    "causal_depthwise_conv1d",
+    "info",
+    "make_config",
+    "use_ssd_scan",
+]
 
 
 def causal_depthwise_conv1d(
@@ -170,37 +138,3 @@ def build(size: str, *, vocab_size: int | None = None, kernel: str = "auto") -> 
     torch, fla, mamba-ssm, or auto for library use; runs pass the resolved choice); seed the RNG
     first."""
     return use_ssd_scan(Mamba2ForCausalLM(make_config(size, vocab_size=vocab_size)), kernel)
-
-
-def info(size: str, *, vocab_size: int | None = None) -> ModelInfo:
-    """Analytic parameter counts and shape of a preset (equal to the built model's counts)."""
-    p = PRESETS[size]
-    vocab = vocab_size or p.vocab_size
-    d, d_inner, n, heads = p.d_model, p.d_inner, p.d_state, p.n_heads
-    conv_dim = d_inner + 2 * p.n_groups * n  # the conv runs over x, B and C
-    per_layer = (
-        d  # RMSNorm
-        + d * (2 * d_inner + 2 * p.n_groups * n + heads)  # in_proj -> gate, x, B, C, dt; no bias
-        + (conv_dim * p.d_conv + conv_dim)  # depthwise conv1d weight + bias
-        + 3 * heads  # dt_bias, A_log, D: one per head
-        + d_inner  # gated RMSNorm
-        + d_inner * d  # out_proj, no bias
-    )
-    embedding = vocab * d
-    non_embedding = p.n_layers * per_layer + d + vocab * d  # + final norm + untied LM head
-    return ModelInfo(
-        family="mamba2",
-        size=size,
-        n_params=embedding + non_embedding,
-        n_params_embedding=embedding,
-        n_params_non_embedding=non_embedding,
-        n_layers=p.n_layers,
-        d_model=d,
-        vocab_size=vocab,
-        n_heads=heads,
-        d_inner=d_inner,
-        d_state=n,
-        d_conv=p.d_conv,
-        n_groups=p.n_groups,
-        chunk_size=p.chunk_size,
-    )

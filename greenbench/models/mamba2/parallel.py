@@ -8,9 +8,9 @@ local. That requires ``tp`` to divide ``n_groups``, and the presets have one gro
 published shapes): every head reads the same B and C, and the gated norm spans all ``d_inner``
 channels. A split of that would replicate B and C on every rank (their parameters' gradients
 then partial sums to all-reduce) and all-reduce the norm's statistics forward and backward: not
-a split of the stock styles, nor one this project has checked. `tp_divides` therefore names the
-groups, and the spec refuses any ``tp > 1`` in one line ("layout.tp=2 does not divide the 1 SSM
-groups ..."); ``apply`` refuses too, should anything reach it.
+a split of the stock styles, nor one this project has checked. The card's `tp_divides` therefore
+names the groups, and the spec refuses any ``tp > 1`` in one line ("layout.tp=2 does not divide
+the 1 SSM groups ..."); ``apply`` refuses too, should anything reach it.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 from torch import nn
 
 from greenbench.errors import SpecError
-from greenbench.models.family import ModelInfo, TensorParallel
+from greenbench.models.card import TensorParallel
 from greenbench.models.mamba.parallel import MambaStage
 
 REASON = (
@@ -34,18 +34,11 @@ def blocks(model: nn.Module) -> list[nn.Module]:
     return list(model.backbone.layers)
 
 
-def tp_divides(info: ModelInfo) -> dict[str, int]:
-    """What a tensor-parallel degree must divide: each rank would hold whole groups of heads."""
-    return {"SSM groups (n_groups)": info.n_groups or 1}
-
-
 def refuse_tensor_parallel(block: nn.Module, tp_mesh: Any, ops: Any) -> None:
     raise SpecError(f"model.family=mamba2 has no tensor-parallel split: {REASON}")
 
 
-TENSOR_PARALLEL = TensorParallel(
-    divides=tp_divides, plan=None, reason=REASON, apply=refuse_tensor_parallel
-)
+TENSOR_PARALLEL = TensorParallel(plan=None, reason=REASON, apply=refuse_tensor_parallel)
 
 
 def pipeline_stage(

@@ -1,24 +1,22 @@
-"""The Transformer family: a Llama-style decoder (transformers' `LlamaForCausalLM`, SDPA)."""
+"""The Transformer family: a Llama-style decoder (transformers' `LlamaForCausalLM`, SDPA).
+
+Its card (`CARD`, torch-free) is imported here; the torch modules (``model``, ``parallel``,
+``context_parallel``, ``fused``) are imported when one of their names is first asked for."""
 
 from __future__ import annotations
 
-from greenbench.models.family import ModelFamily
-from greenbench.models.transformer.flops import transformer_flops_per_token
-from greenbench.models.transformer.fused import apply_liger
-from greenbench.models.transformer.model import PRESETS, build, info, make_config
-from greenbench.models.transformer.parallel import TENSOR_PARALLEL, blocks, pipeline_stage
+import importlib
+from typing import Any
 
-FAMILY = ModelFamily(
-    name="transformer",
-    presets=PRESETS,
-    build=build,
-    info=info,
-    flops_per_token=transformer_flops_per_token,
-    blocks=blocks,
-    tensor_parallel=TENSOR_PARALLEL,
-    pipeline_stage=pipeline_stage,
-    fixed_kernels={"attention": "sdpa"},
-    fuse=apply_liger,
-)
+from greenbench.models.transformer.card import CARD, PRESETS, info
 
-__all__ = ["FAMILY", "PRESETS", "build", "info", "make_config"]
+#: name -> the module that defines it (imported on first access)
+_LAZY = {"build": "model", "make_config": "model"}
+
+__all__ = ["CARD", "PRESETS", "build", "info", "make_config"]
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

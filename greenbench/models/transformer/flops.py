@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from greenbench.models.family import ModelInfo
+from greenbench.models.card import ModelInfo
 
 
 def transformer_flops_per_token(info: ModelInfo, seq_len: int) -> float:

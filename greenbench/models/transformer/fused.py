@@ -12,8 +12,8 @@ Two things follow for a run:
 
 * the loss: with the fused loss the model's forward takes the labels and returns the summed
   next-token loss itself (``num_items_in_batch=1`` makes liger's reduction a plain sum, the
-  same quantity `Strategy.microbatch_loss` computes from logits); the model is marked so that
-  a strategy asks it for the loss (`greenbench.models.family.fuses_loss`);
+  same quantity `greenbench.sources.builtin.next_token_loss` computes from logits); the model is
+  marked so that the loss asks it (`greenbench.models.builder.fuses_loss`);
 * the parts: on CUDA all four. On CPU liger's kernels run only under Triton's interpreter
   (``TRITON_INTERPRET=1``, how they are tested here), where its norm, RoPE and SwiGLU kernels
   fail (Triton 3.9); there only the fused loss is applied. `liger_parts` names what a run on a
@@ -31,7 +31,7 @@ import os
 
 import torch
 
-from greenbench.models.family import FUSED_LOSS_ATTR
+from greenbench.models.builder import FUSED_LOSS_ATTR
 
 
 def liger_available() -> bool:

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from transformers.masking_utils import create_causal_mask
 
-from greenbench.models.family import ModelInfo, TensorParallel
+from greenbench.models.card import TensorParallel
 
 
 def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
@@ -16,13 +16,7 @@ def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
     return list(model.model.layers)
 
 
-def tp_divides(info: ModelInfo) -> dict[str, int]:
-    """What a tensor-parallel degree must divide: each rank holds whole attention heads."""
-    return {"attention heads": info.n_heads or 0, "key/value heads": info.n_kv_heads or 0}
-
-
 TENSOR_PARALLEL = TensorParallel(
-    divides=tp_divides,
     plan={
         "self_attn.q_proj": "colwise",
         "self_attn.k_proj": "colwise",

@@ -1,11 +1,12 @@
-"""Schema version 3 (layout issue): a run's layout as one integer column per degree, the kernels
+"""Schema version 3: a run's layout as one integer column per degree, the kernels
 it used, whether its ranks ran under CPU quotas, and a table of communication records.
 
 Runs stored before this version get what their rows already say: their layout from the strategy
 and the number of ranks (``ddp``/``single``: replicas, ``fsdp``: shards), their Mamba scan from
 ``versions.mamba_cpu_scan`` (where the launcher recorded it), no CPU quota (none existed); their
 stored settings gain the same values and their ``config_key`` is recomputed with the identity
-rules of this version, so an old run and a new run of the same configuration stay comparable.
+rules (frozen below, as the settings declared them when they became typed sections), so an old
+run and a new run of the same configuration stay comparable.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 import duckdb
 
-from greenbench.vocabulary import DEGREES, Layout, config_key, identity
+from greenbench.vocabulary import DEGREES, Layout, config_key
 
 DDL = """
 ALTER TABLE runs ADD COLUMN dp_replicate INTEGER;
@@ -75,10 +76,43 @@ def apply(con: duckdb.DuckDBPyConnection) -> None:
             "WHERE run_id = ?",
             [
                 json.dumps(spec, sort_keys=True),
-                config_key(identity(settings, workload)),
+                config_key(_identity(settings, workload)),
                 layout.text,
                 *layout.degrees().values(),
                 json.dumps(kernels_of(settings), sort_keys=True),
                 run_id,
             ],
         )
+
+
+# The identity rules, frozen: a migration rewrites stored keys as they were meant at its time,
+# whatever the settings' own declarations say later.
+_NEVER = {"repeats", "label", "suite", "timeout_s", "energy.idle_s", "layout", "energy.node"}
+_NEVER |= {"energy.redfish_url", "energy.node_poll_s"}
+_SKIPPIPE_KEYS = (
+    "skippipe.mode", "skippipe.stages", "skippipe.skip", "skippipe.schedule",
+    "skippipe.fail_node", "skippipe.fail_step", "emulate.link_latency_ms",
+    "emulate.link_bandwidth_gbps", "emulate.slow_nodes", "emulate.slowdown",
+)  # fmt: skip
+
+
+def _counts(key: str, s: dict[str, Any]) -> bool:
+    if key in _NEVER or key.startswith("debug."):
+        return False
+    skippipe = s.get("strategy") == "skippipe"
+    watts = (s.get("gpu.power_limit_w") or 0) > 0
+    rules = {
+        "train.pp_schedule": s.get("layout.pp", 1) not in (1, "auto"),
+        "train.compile": s.get("train.compile") == "on",
+        "model.liger": s.get("model.liger") == "on",
+        "gpu.power_limit_w": watts,
+        "gpu.power_limit_frac": (s.get("gpu.power_limit_frac") or 0) > 0 and not watts,
+        "emulate.gpu": bool(s.get("emulate.gpu")),
+        "skippipe.network": skippipe and s.get("skippipe.mode") == "simulate",
+        **dict.fromkeys(_SKIPPIPE_KEYS, skippipe),
+    }
+    return rules.get(key, True)
+
+
+def _identity(settings: dict[str, Any], workload: str) -> dict[str, Any]:
+    return {k: v for k, v in settings.items() if _counts(k, settings)} | {"workload": workload}

@@ -1,7 +1,2 @@
-"""Hybrid layouts: DP × TP × PP × CP over one device mesh (`Hybrid`)."""
-
-from __future__ import annotations
-
-from greenbench.strategies.hybrid.strategy import Hybrid
-
-__all__ = ["Hybrid"]
+"""Hybrid layouts: DP × TP × PP × CP over one device mesh (`strategy.Hybrid`), and its torch-free
+settings check (`checks`)."""

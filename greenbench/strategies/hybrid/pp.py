@@ -1,6 +1,6 @@
 """Pipeline parallelism for the hybrid layouts: torch's ``pipelining`` stages and schedules.
 
-A rank's stage is a run of the family's blocks (`ModelFamily.pipeline_stage`), cut evenly
+A rank's stage is a run of the family's blocks (`ModelCard.pipeline_stage`), cut evenly
 (`stage_bounds`: earlier stages take the remainder, since the last also holds the final norm and
 the LM head). The schedule is `ScheduleGPipe` (all forwards, then all backwards) or
 `Schedule1F1B` (one forward, one backward in steady state: at most ``stages`` microbatches'

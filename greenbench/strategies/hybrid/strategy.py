@@ -5,9 +5,11 @@
 1. **PP** — this rank keeps its pipeline stage, a run of the family's blocks
    (`greenbench.strategies.hybrid.pp`, torch's ``pipelining`` schedules);
 2. **TP** — the stage's blocks are split over ``tp`` (`greenbench.strategies.hybrid.tp`);
-3. **CP** — the sequence is split over ``cp``: ring attention for the Transformer, the scan's
-   state passed between chunks for Mamba (`greenbench.strategies.hybrid.cp`; a family without
-   a CP form, Mamba-2, is refused by `Hybrid.validate`);
+3. **CP** — the sequence is split over ``cp`` in the family's own CP form, which its card
+   gives (`ModelCard.enable_context_parallel`): ring attention for the Transformer, the scan's
+   state passed between chunks for Mamba (`greenbench.distributed.context_parallel`); a family
+   without one, Mamba-2, is refused by its settings check (`greenbench.strategies.hybrid.
+   checks`, through the card's `layout_fits`);
 4. activation checkpointing and compile: not applied (the layouts are compared as they are);
 5. **FSDP** — FSDP2 over the data-parallel shards and the context-parallel ranks together
    (``dp_shard × cp`` flattened, as torchtitan does: context-parallel ranks hold the same
@@ -15,10 +17,12 @@
    ranks).
 
 Data: every rank of one data-parallel index trains the same part of the minibatch
-(`DataParallel.batch`); only the rank at the origin of the tp, pp and cp dimensions counts its
+(`DataParallel.assignment`); only the rank at the origin of the tp, pp and cp dimensions counts its
 tokens, FLOPs and loss, so each token counts once. Labels are shifted over the whole row before
 the sequence is split (a chunk's last position predicts the next chunk's first token), so every
-path computes cross-entropy without a further shift.
+path computes cross-entropy without a further shift: the step schedule (`HybridSchedule`)
+computes a model family's next-token loss on this rank's share of each microbatch itself (the
+workloads this strategy runs are built-in ones).
 
 Replicated data parallelism (``dp_replicate``, i.e. HSDP beside sharding) is not applied here:
 FSDP2's replicate all-reduce has no hook through which it could be recorded. Pure replication
@@ -34,65 +38,29 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from greenbench.distributed.comm import tensor_bytes
+from greenbench.distributed.comm import CommRecorder, tensor_bytes
+from greenbench.distributed.device import DistContext
 from greenbench.errors import SpecError
-from greenbench.strategies.base import DataParallel, forward_logits
+from greenbench.sources.builtin import forward_logits
+from greenbench.strategies.base import DataParallel
 from greenbench.strategies.fsdp import shard_model
 from greenbench.strategies.hybrid.pp import Pipeline, stage_bounds
 from greenbench.strategies.hybrid.tp import apply_tensor_parallel
-from greenbench.vocabulary import DEGREES, Layout
+from greenbench.strategies.schedule import BeforeMicrobatch, StepSchedule
 
 if TYPE_CHECKING:
     from greenbench.data import Microbatch, StepBatch
     from greenbench.models import ModelBuilder
+    from greenbench.sources.contract import Loss
 
 IGNORE = -100
 
 
 class Hybrid(DataParallel):
     name = "hybrid"
-    applies = frozenset(DEGREES)
-    fills = "dp_shard"
     pipeline: Pipeline | None = None
     pp_schedule = "1f1b"
     seq_len = micro_batch = global_batch = 0
-
-    @classmethod
-    def validate(cls, settings: Mapping[str, Any], layout: Layout) -> None:
-        super().validate(settings, layout)
-        if layout.dp_replicate > 1:
-            raise SpecError(
-                f"strategy=hybrid does not replicate (layout.dp_replicate={layout.dp_replicate}):"
-                " shard instead (layout.dp_shard), or replicate alone with strategy=ddp"
-            )
-        if layout.cp > 1:
-            from greenbench.strategies.hybrid.cp import CP_FORMS
-
-            if settings["model.family"] not in CP_FORMS:
-                raise SpecError(
-                    f"strategy=hybrid has no context parallelism for {settings['model.family']} "
-                    f"(layout.cp={layout.cp}); families with one: {', '.join(sorted(CP_FORMS))}"
-                )
-        if settings["model.family"] == "mamba" and layout.tp > 1 and layout.cp > 1:
-            raise SpecError(
-                "strategy=hybrid cannot combine layout.tp and layout.cp for mamba "
-                "(both replace the mixer's forward); use one of them"
-            )
-        if layout.pp > 1:
-            per_rank = settings["data.global_batch"] // layout.dp
-            if per_rank % settings["data.micro_batch"]:
-                raise SpecError(
-                    f"layout.pp={layout.pp} needs whole microbatches: the "
-                    f"{per_rank} sequences per data-parallel rank are not a multiple of "
-                    f"data.micro_batch={settings['data.micro_batch']}"
-                )
-            count = per_rank // settings["data.micro_batch"]
-            if count < layout.pp:
-                raise SpecError(
-                    f"layout.pp={layout.pp} needs at least {layout.pp} microbatches per "
-                    f"data-parallel rank, but data.global_batch / (dp × data.micro_batch) = "
-                    f"{count}"
-                )
 
     def configure(self, settings: Mapping[str, Any]) -> None:
         self.pp_schedule = settings["train.pp_schedule"]
@@ -110,22 +78,23 @@ class Hybrid(DataParallel):
     def counts_tokens(self) -> bool:
         return all(self.coordinate(d) == 0 for d in ("tp", "pp", "cp"))
 
-    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
+    def parallelize(self, model: ModelBuilder) -> torch.nn.Module:  # type: ignore[override]
+        """Split a model family's preset (a built-in model source: its family has the
+        stages, tensor-parallel plan and context-parallel form)."""
+        builder = model
         layout, mesh, family = self.layout, self.mesh, builder.family
-        model = builder.build(self.ctx.device)
-        module, blocks = model, builder.blocks(model)
+        built = builder.build(self.ctx.device)
+        module, blocks = built, builder.blocks(built)
         if layout.pp > 1:
             if family.pipeline_stage is None:
                 raise SpecError(f"{family.name} has no pipeline stages")
             lo, hi = stage_bounds(len(blocks), layout.pp, self.coordinate("pp"))
-            module = family.pipeline_stage(model, lo, hi)
+            module = family.pipeline_stage(built, lo, hi)
             blocks = blocks[lo:hi]
         if layout.tp > 1:
             apply_tensor_parallel(family, blocks, mesh["tp"], self.comm)
         if layout.cp > 1:
-            from greenbench.strategies.hybrid.cp import enable_context_parallel
-
-            enable_context_parallel(family.name, module, mesh["cp"].get_group(), self.comm)
+            family.enable_context_parallel(module, mesh["cp"].get_group(), self.comm)
         shard_dims = tuple(d for d in ("dp_shard", "cp") if getattr(layout, d) > 1)
         if shard_dims:
             if len(shard_dims) == 1:
@@ -151,12 +120,24 @@ class Hybrid(DataParallel):
         """Microbatches per data-parallel rank and step (what the pipeline is built for)."""
         return self.global_batch // self.layout.dp // self.micro_batch
 
+    def schedule(self, loss: Loss) -> StepSchedule:
+        return HybridSchedule(self.ctx, self.comm, loss, self)
+
+
+class HybridSchedule(StepSchedule):
+    """The hybrid step: this rank's share of each microbatch's sequence through the shared
+    template, or the whole minibatch through the pipeline; the loss made whole over the
+    context- and pipeline-parallel ranks. Every reduction sums, so the loss scale is
+    1 / global tokens."""
+
+    def __init__(self, ctx: DistContext, comm: CommRecorder, loss: Loss, hybrid: Hybrid) -> None:
+        super().__init__(ctx, comm, loss)
+        self.hybrid = hybrid
+        self.layout = hybrid.layout
+
     def wait_point(self, index: int, count: int) -> bool:
         # data-parallel ranks meet at every microbatch (FSDP's all-gathers), as fsdp measures
         return self.layout.dp_shard > 1
-
-    def loss_scale(self, global_tokens: int) -> float:
-        return 1.0 / global_tokens  # every reduction sums
 
     # -- the data a rank computes on ---------------------------------------------------------
 
@@ -176,7 +157,7 @@ class Hybrid(DataParallel):
             ids, pos = F.pad(ids, grow, value=0), F.pad(pos, grow, value=0)
             labels = F.pad(labels, grow, value=IGNORE)
         if cp > 1:
-            at, size = self.coordinate("cp"), want_tokens // cp
+            at, size = self.hybrid.coordinate("cp"), want_tokens // cp
             part = slice(at * size, (at + 1) * size)
             ids, pos, labels = ids[:, part], pos[:, part], labels[:, part]
         device = self.ctx.device
@@ -190,28 +171,33 @@ class Hybrid(DataParallel):
             logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE, reduction="sum"
         )
 
-    def forward_backward(self, model: torch.nn.Module, batch: StepBatch) -> torch.Tensor:
-        if self.pipeline is None:
-            loss = super().forward_backward(model, batch)
-        else:
+    def forward_backward(
+        self,
+        model: torch.nn.Module,
+        batch: StepBatch,
+        before_microbatch: BeforeMicrobatch | None = None,
+    ) -> torch.Tensor:
+        if self.hybrid.pipeline is None:
+            loss = super().forward_backward(model, batch, before_microbatch)
+        else:  # the pipeline runs the minibatch as one schedule: no hook per microbatch
             loss = self.pipelined(batch)
         return self.whole_loss(loss)
 
     def pipelined(self, batch: StepBatch) -> torch.Tensor:
         """The minibatch through the pipeline: microbatches padded to one shape, stacked."""
-        count = self.microbatch_count()
+        count = self.hybrid.microbatch_count()
         if len(batch.microbatches) > count:
             raise RuntimeError(
                 f"{len(batch.microbatches)} microbatches for a pipeline built for {count}"
             )
-        shape = (self.micro_batch, self.seq_len)
+        shape = (self.hybrid.micro_batch, self.hybrid.seq_len)
         parts = [self.prepare(mb, shape) for mb in batch.microbatches]
         while len(parts) < count:  # an all-padding microbatch: no tokens, no loss
             ids, pos, labels = parts[0]
             parts.append((ids.clone(), pos.clone(), torch.full_like(labels, IGNORE)))
         ids, pos, labels = (torch.cat(column) for column in zip(*parts, strict=True))
         with self.autocast():
-            return self.pipeline.run(  # type: ignore[union-attr]
+            return self.hybrid.pipeline.run(  # type: ignore[union-attr]
                 ids, pos, labels, self.loss_scale(batch.global_tokens)
             )
 
@@ -222,6 +208,6 @@ class Hybrid(DataParallel):
             if getattr(self.layout, dim) > 1:
                 total = loss.detach().clone().reshape(1)
                 with self.comm.span(dim, "all_reduce", tensor_bytes(total)):
-                    dist.all_reduce(total, group=self.mesh.get_group(dim))  # type: ignore[union-attr]
+                    dist.all_reduce(total, group=self.hybrid.mesh.get_group(dim))  # type: ignore[union-attr]
                 loss = total[0]
         return loss

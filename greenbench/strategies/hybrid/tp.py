@@ -33,7 +33,7 @@ from torch.distributed.tensor.parallel import (
 )
 
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
-from greenbench.models import ModelFamily
+from greenbench.models import ModelCard
 
 DIM = "tp"
 
@@ -165,7 +165,7 @@ class TpOps:
 
 
 def apply_tensor_parallel(
-    family: ModelFamily, blocks: list[nn.Module], tp_mesh: Any, comm: CommRecorder
+    family: ModelCard, blocks: list[nn.Module], tp_mesh: Any, comm: CommRecorder
 ) -> None:
     """Split every block over ``tp_mesh`` (in place) as the family says."""
     split = family.tensor_parallel

@@ -23,36 +23,37 @@ over, the two barriers as waiting. Point-to-point calls differ in number between
 count as transfer; the barriers hold the imbalance left over.
 
 Runs on CPU ranks of one host (`SharedMemoryTransport`); CUDA IPC and cross-host transports are
-not built, and `ODC.validate` says so. Why our own: neither torch nor any kept library
-implements one-sided parameter gets with owner-applied gradient pushes.
+not built, and its settings check (`greenbench.strategies.odc.checks`) says so. Why our own:
+neither torch nor any kept library implements one-sided parameter gets with owner-applied
+gradient pushes.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 from torch.utils._pytree import tree_flatten
 
-from greenbench.errors import SpecError
-from greenbench.models import ModelBuilder
+from greenbench.distributed.comm import CommRecorder
+from greenbench.distributed.device import DistContext
 from greenbench.strategies.base import DataParallel
 from greenbench.strategies.odc.transport import SharedMemoryTransport, Transport
 from greenbench.strategies.odc.units import Unit, cut_units
-from greenbench.vocabulary import Layout
+from greenbench.strategies.schedule import StepSchedule, barrier
+
+if TYPE_CHECKING:
+    from greenbench.sources.contract import Loss, ModelSource
 
 DIM = "dp_shard"
 
 
 class ODC(DataParallel):
     name = "odc"
-    applies = frozenset({"dp_shard"})
-    fills = "dp_shard"
-    balance = "balanced-cost"
 
     transport: Transport
     units: list[Unit]
@@ -60,25 +61,13 @@ class ODC(DataParallel):
     #: the most parameter elements materialised at once on this rank (own shards not counted)
     peak_materialized: int = 0
 
-    @classmethod
-    def validate(cls, settings: Mapping[str, Any], layout: Layout) -> None:
-        super().validate(settings, layout)
-        if settings["device"] == "cuda":
-            raise SpecError(
-                "strategy=odc runs on CPU ranks for now: its CUDA IPC transport is not built"
-            )
-        if settings["nnodes"] > 1:
-            raise SpecError(
-                "strategy=odc runs within one host for now: its cross-host transport is not built"
-            )
-
     # ------------------------------------------------------------------ building
 
-    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
-        model = builder.build(self.ctx.device)
+    def parallelize(self, model: ModelSource) -> torch.nn.Module:
+        module = model.build(self.ctx.device)
         world = self.layout.dp_shard
         rank = self.dp_rank
-        self.units = cut_units(model, builder.blocks(model), world)
+        self.units = cut_units(module, model.blocks(module), world)
         token = [secrets.token_hex(8) if self.ctx.rank == 0 else None]
         if self.ctx.distributed:
             dist.broadcast_object_list(token, src=0)
@@ -98,10 +87,13 @@ class ODC(DataParallel):
         self._prefetch = ThreadPoolExecutor(max_workers=1, thread_name_prefix="odc-prefetch")
         self._pending: dict[int, Future[None]] = {}
         self._backward_ready: set[int] = set()
-        self._install_hooks(model)
+        self._install_hooks(module)
         if self.ctx.distributed:
             dist.barrier()  # every rank maps every other's memory before anyone reads it
-        return model
+        return module
+
+    def schedule(self, loss: Loss) -> StepSchedule:
+        return ODCSchedule(self.ctx, self.comm, loss, self)
 
     def parameters(self, model: torch.nn.Module) -> Iterator[torch.nn.Parameter]:
         return iter(self.shards)
@@ -190,10 +182,13 @@ class ODC(DataParallel):
     # ------------------------------------------------------------------ per minibatch
 
     def start_minibatch(self) -> None:
+        """Accumulators zeroed; ranks meet."""
         self.transport.zero_accumulators()
-        self.barrier()  # nobody reads a shard while its owner may still be updating it
+        # nobody reads a shard while its owner may still be updating it
+        barrier(self.ctx, self.comm)
 
     def finish_minibatch(self) -> None:
+        """Every push applied, ranks met, the owners' gradients in their shards' ``grad``."""
         for unit in self.units:  # a unit whose backward never ran (no gradient) is freed
             pending = self._pending.pop(unit.index, None)
             if pending is not None:
@@ -203,13 +198,9 @@ class ODC(DataParallel):
         self._backward_ready.clear()
         with self.comm.span(DIM, "push_flush", 0):
             self.transport.flush()
-        self.barrier()  # every push of the minibatch has been applied by its owner
+        barrier(self.ctx, self.comm)  # every push of the minibatch has been applied by its owner
         for param, unit in zip(self.shards, self.units, strict=True):
             param.grad = self.transport.accumulator(unit.index)
-
-    def loss_scale(self, global_tokens: int) -> float:
-        # Gradients are summed at their owners, never averaged: sum / global_tokens is exact.
-        return 1.0 / global_tokens
 
     # ------------------------------------------------------------------ reading back, closing
 
@@ -231,3 +222,19 @@ class ODC(DataParallel):
     def close(self) -> None:
         self._prefetch.shutdown(wait=True)
         self.transport.close()
+
+
+class ODCSchedule(StepSchedule):
+    """Ranks meet once before and once after each minibatch (`ODC.start_minibatch`,
+    `ODC.finish_minibatch`), never per microbatch. Gradients are summed at their owners, never
+    averaged, so the shared loss scale, 1 / global tokens, is exact."""
+
+    def __init__(self, ctx: DistContext, comm: CommRecorder, loss: Loss, odc: ODC) -> None:
+        super().__init__(ctx, comm, loss)
+        self.odc = odc
+
+    def start_minibatch(self) -> None:
+        self.odc.start_minibatch()
+
+    def finish_minibatch(self) -> None:
+        self.odc.finish_minibatch()

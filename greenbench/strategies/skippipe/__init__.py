@@ -1,7 +1,3 @@
-"""SkipPipe: pipeline parallelism whose microbatches skip stages along scheduled paths."""
-
-from __future__ import annotations
-
-from greenbench.strategies.skippipe.strategy import SkipPipe
-
-__all__ = ["SkipPipe"]
+"""SkipPipe: pipeline parallelism whose microbatches skip stages along scheduled paths (the
+strategy, `strategy.SkipPipe`; its plans and routes), and its torch-free settings check
+(`checks`)."""

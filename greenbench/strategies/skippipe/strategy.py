@@ -7,7 +7,7 @@ replicas, which no kept library schedules.
 
 A node (rank) holds one stage: stage 0's data nodes hold the embedding, the final norm and the
 LM head (and compute the loss); stage ``s ≥ 1`` holds a run of the family's blocks
-(`ModelFamily.pipeline_stage`). Every rank draws the whole minibatch (the data are a function of
+(`ModelCard.pipeline_stage`). Every rank draws the whole minibatch (the data are a function of
 the seed), so a stage node knows each microbatch's position ids without receiving them; only
 data nodes count tokens. Microbatches are padded to one shape, ``(data.micro_batch,
 data.seq_len)``, as in a pipeline, so every message has a known size.
@@ -31,7 +31,6 @@ stages only at inference.
 
 from __future__ import annotations
 
-import math
 import time
 from collections.abc import Mapping
 from itertools import combinations
@@ -41,57 +40,23 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from greenbench.distributed.comm import tensor_bytes
+from greenbench.distributed.comm import CommRecorder, tensor_bytes
+from greenbench.distributed.device import DistContext, StepTimes, synchronize
 from greenbench.errors import SpecError
-from greenbench.plan.skippipe.topology import PUBLISHED_STAGE_SIZES
-from greenbench.strategies.base import StepTimes, Strategy, synchronize
+from greenbench.strategies.assignment import DataAssignment, WholeMinibatch
+from greenbench.strategies.base import Strategy
+from greenbench.strategies.schedule import BeforeMicrobatch, StepSchedule, step_times
+from greenbench.strategies.skippipe.checks import parse_nodes
 from greenbench.strategies.skippipe.plan import Plan
 from greenbench.strategies.skippipe.routes import make_plan, run_costs, stage_layers
-from greenbench.vocabulary import Layout
 
 if TYPE_CHECKING:
-    from greenbench.data import DataPlan, StepBatch
+    from greenbench.data import StepBatch
     from greenbench.models import ModelBuilder
+    from greenbench.sources.contract import Loss
 
 IGNORE = -100
 DIM = "pp"
-
-
-def parse_nodes(text: str) -> tuple[int, ...]:
-    """``"1-2-1"`` → nodes per stage."""
-    try:
-        counts = tuple(int(p) for p in str(text).split("-") if p.strip())
-    except ValueError:
-        counts = ()
-    if len(counts) < 2 or any(c < 1 for c in counts):
-        raise SpecError(
-            f"skippipe.stages={text!r} must list the nodes of each stage, data nodes first, "
-            "at least two stages (e.g. '1-2-1')"
-        )
-    return counts
-
-
-def validate_published(settings: Mapping[str, Any], counts: tuple[int, ...]) -> None:
-    """A simulated run on ``skippipe.network = "gcp12"``: SkipPipe's published 20-node,
-    6-stage experiment, so its stages and no failing node (the slow nodes may be any of its
-    20)."""
-    if counts != PUBLISHED_STAGE_SIZES:
-        published = "-".join(str(c) for c in PUBLISHED_STAGE_SIZES)
-        raise SpecError(
-            f"skippipe.network=gcp12 simulates SkipPipe's published 20-node experiment: it needs "
-            f"skippipe.stages={published}, got {settings['skippipe.stages']}"
-        )
-    if not 0 <= settings["skippipe.skip"] < 1:
-        raise SpecError(f"skippipe.skip must be in [0, 1), got {settings['skippipe.skip']}")
-    if settings["skippipe.fail_node"] >= 0:
-        raise SpecError("skippipe.fail_node is not simulated on skippipe.network=gcp12")
-    nodes = sum(counts)
-    slow = settings["emulate.slow_nodes"]
-    for part in str(slow).split("-"):
-        if part.strip() and not (part.strip().isdigit() and int(part) < nodes):
-            raise SpecError(f"emulate.slow_nodes={slow!r} must list nodes below {nodes} (e.g. '2')")
-    if settings["emulate.slowdown"] < 1:
-        raise SpecError(f"emulate.slowdown must be >= 1, got {settings['emulate.slowdown']}")
 
 
 def busy_for(seconds: float, device: torch.device) -> None:
@@ -105,61 +70,6 @@ def busy_for(seconds: float, device: torch.device) -> None:
 
 class SkipPipe(Strategy):
     name = "skippipe"
-    applies = frozenset({"pp"})
-    fills = "pp"
-
-    @classmethod
-    def validate(cls, settings: Mapping[str, Any], layout: Layout) -> None:
-        counts = parse_nodes(settings["skippipe.stages"])
-        if settings["skippipe.mode"] == "simulate":
-            if settings["energy.source"] != "auto":
-                raise SpecError(
-                    f"energy.source={settings['energy.source']}: a simulated run reads no meter "
-                    "(its energy is modelled at assumed watts); leave energy.source=auto"
-                )
-            if settings["skippipe.network"] == "gcp12":
-                validate_published(settings, counts)
-                return
-        elif settings["skippipe.network"] != "local":
-            raise SpecError(
-                f"skippipe.network={settings['skippipe.network']} is simulated only: add "
-                "--set skippipe.mode=simulate (a real run's nodes are this machine's ranks)"
-            )
-        if sum(counts) != layout.world:
-            raise SpecError(
-                f"skippipe.stages={settings['skippipe.stages']} places {sum(counts)} nodes but "
-                f"the run has {layout.world} ranks"
-            )
-        blocks = len(counts) - 1
-        from greenbench.models import model_info
-
-        layers = model_info(settings["model.family"], settings["model.size"]).n_layers
-        if layers < blocks:
-            raise SpecError(
-                f"skippipe.stages={settings['skippipe.stages']} has {blocks} stages of blocks "
-                f"but the model has {layers} layers"
-            )
-        if not 0 <= settings["skippipe.skip"] < 1:
-            raise SpecError(f"skippipe.skip must be in [0, 1), got {settings['skippipe.skip']}")
-        fail = settings["skippipe.fail_node"]
-        if fail >= 0 and (fail >= layout.world or fail < counts[0]):
-            raise SpecError(
-                f"skippipe.fail_node={fail} must be a node of a stage of blocks "
-                f"({counts[0]}…{layout.world - 1}); data nodes hold the loss"
-            )
-        slow = settings["emulate.slow_nodes"]
-        for part in str(slow).split("-"):
-            if part.strip() and not (part.strip().isdigit() and int(part) < layout.world):
-                raise SpecError(
-                    f"emulate.slow_nodes={slow!r} must list ranks below {layout.world} (e.g. '2')"
-                )
-        if settings["emulate.slowdown"] < 1:
-            raise SpecError(f"emulate.slowdown must be >= 1, got {settings['emulate.slowdown']}")
-        global_batch, micro = settings["data.global_batch"], settings["data.micro_batch"]
-        if global_batch % micro:
-            raise SpecError(
-                f"data.global_batch={global_batch} is not a multiple of data.micro_batch={micro}"
-            )
 
     def configure(self, settings: Mapping[str, Any]) -> None:
         self.settings = dict(settings)
@@ -197,12 +107,15 @@ class SkipPipe(Strategy):
             )
         return self.plans[gone]
 
-    def apply(self, builder: ModelBuilder) -> torch.nn.Module:
+    def parallelize(self, model: ModelBuilder) -> torch.nn.Module:  # type: ignore[override]
+        """This node's stage of a model family's preset (a built-in model source: its family
+        cuts stages)."""
+        builder = model
         family = builder.family
         if family.pipeline_stage is None:
             raise SpecError(f"{family.name} has no pipeline stages")
-        model = builder.build(self.ctx.device)
-        layers = len(builder.blocks(model))
+        built = builder.build(self.ctx.device)
+        layers = len(builder.blocks(built))
         self.stage = self.stage_index_of(self.node)
         self.bounds = stage_layers(layers, len(self.counts) - 1)
         self.layers_total = layers
@@ -210,12 +123,12 @@ class SkipPipe(Strategy):
         self.costs = run_costs(self.settings, builder.info, layers)
         self.plans: dict[frozenset[int], Plan] = {}
         if self.stage == 0:
-            self.embed = family.pipeline_stage(model, 0, 0, embed=True, head=False)
-            self.head = family.pipeline_stage(model, layers, layers, embed=False, head=True)
+            self.embed = family.pipeline_stage(built, 0, 0, embed=True, head=False)
+            self.head = family.pipeline_stage(built, layers, layers, embed=False, head=True)
             module = torch.nn.ModuleDict({"embed": self.embed, "head": self.head})
         else:
             lo, hi = self.bounds[self.stage - 1]
-            module = family.pipeline_stage(model, lo, hi, embed=False, head=False)
+            module = family.pipeline_stage(built, lo, hi, embed=False, head=False)
         self.module = module
         self.replica_groups = self.make_replica_groups()
         return module
@@ -247,8 +160,12 @@ class SkipPipe(Strategy):
 
     # -- data --------------------------------------------------------------------------------
 
-    def batch(self, plan: DataPlan, step: int) -> StepBatch:
-        return plan.part(step, 0, 1)  # every node draws the whole minibatch
+    @property
+    def assignment(self) -> DataAssignment:
+        return WholeMinibatch()  # every node draws the whole minibatch
+
+    def schedule(self, loss: Loss) -> StepSchedule:
+        return SkipPipeSchedule(self.ctx, self.comm, loss, self)
 
     @property
     def counts_tokens(self) -> bool:
@@ -286,14 +203,9 @@ class SkipPipe(Strategy):
 
     # -- one iteration ---------------------------------------------------------------------
 
-    def train_step(
-        self,
-        model: torch.nn.Module,
-        optimizer: torch.optim.Optimizer,
-        batch: StepBatch,
-    ) -> tuple[float, StepTimes]:
-        start = time.perf_counter()
-        mark = self.comm.mark()
+    def iteration(self, optimizer: torch.optim.Optimizer, batch: StepBatch) -> float:
+        """One iteration of the plan: every task of this node, the replicas' gradients summed,
+        the optimizer step; returns the summed loss (on data nodes)."""
         plan = self.plan_for(self.step_index)
         layers = {s + 1: hi - lo for s, (lo, hi) in enumerate(self.bounds)} | {0: 0}
         self.last_fraction = plan.visited_fraction(layers, self.layers_total)
@@ -305,12 +217,7 @@ class SkipPipe(Strategy):
         optimizer.step()
         synchronize(self.ctx.device)
         self.step_index += 1
-        calls = [c for c in self.comm.since(mark) if c.events is None]
-        times = StepTimes()
-        times.wait_s = math.fsum(c.seconds for c in calls if c.waits)
-        times.comm_s = math.fsum(c.seconds for c in calls if not c.waits)
-        times.compute_s = time.perf_counter() - start - times.wait_s - times.comm_s
-        return loss, times
+        return loss
 
     def run_tasks(self, plan: Plan, data: list, scale: float) -> float:
         node = self.node
@@ -417,6 +324,31 @@ class SkipPipe(Strategy):
             with self.comm.span("replica", "all_reduce", tensor_bytes(grad)):
                 dist.all_reduce(grad, group=group)
             p.grad = grad
+
+
+class SkipPipeSchedule(StepSchedule):
+    """The step is the node's tasks in the iteration's plan (`SkipPipe.iteration`), not the
+    shared microbatch loop: the loss is the model family's next-token loss on the data nodes,
+    each microbatch's position in the plan its own. A ``before_microbatch`` hook is not called
+    (the plan has no one microbatch loop)."""
+
+    def __init__(
+        self, ctx: DistContext, comm: CommRecorder, loss: Loss, skippipe: SkipPipe
+    ) -> None:
+        super().__init__(ctx, comm, loss)
+        self.skippipe = skippipe
+
+    def train_step(
+        self,
+        model: torch.nn.Module,
+        optimizer: torch.optim.Optimizer,
+        batch: StepBatch,
+        before_microbatch: BeforeMicrobatch | None = None,
+    ) -> tuple[float, StepTimes]:
+        start = time.perf_counter()
+        mark = self.comm.mark()
+        loss = self.skippipe.iteration(optimizer, batch)
+        return loss, step_times(self.comm, mark, time.perf_counter() - start)
 
 
 class _Works:

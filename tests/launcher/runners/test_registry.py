@@ -16,8 +16,8 @@ from greenbench.launcher.runners import Peak, RunContext, Runners, runner_for
 from greenbench.launcher.runners.record import build_record, spec_record
 from greenbench.launcher.runners.simulated import SimulatedRunner
 from greenbench.launcher.runners.torchrun import TorchrunRunner
+from greenbench.settings.runspec import RunSpec
 from greenbench.spec import expand
-from greenbench.vocabulary import RunSpec
 
 
 def simulated_spec() -> RunSpec:

@@ -18,6 +18,7 @@ from greenbench.launcher.runners import simulated, torchrun
 from greenbench.plan.skippipe.simulator import simulate_energy
 from greenbench.reporting.leaderboard import leaderboard
 from greenbench.reporting.refs import query_results
+from greenbench.settings import spec_identity, spec_key
 from greenbench.spec import expand
 from greenbench.store import config_key
 
@@ -212,18 +213,18 @@ def test_a_node_that_stops_serving_gets_no_work_from_its_step():
 
 def test_the_network_is_part_of_a_simulated_identity_only():
     real = spec(**{"skippipe.mode": "real"})
-    assert "skippipe.network" not in real.identity()
-    assert config_key(real.identity()) == config_key(
-        {k: v for k, v in real.identity().items() if k != "skippipe.network"}
+    assert "skippipe.network" not in spec_identity(real)
+    assert spec_key(real) == config_key(
+        {k: v for k, v in spec_identity(real).items() if k != "skippipe.network"}
     )
     local, published = spec(), spec(**{
         "skippipe.network": "gcp12", "skippipe.stages": "5-3-3-3-3-3", "skippipe.skip": 0.34,
     })  # fmt: skip
-    assert local.identity()["skippipe.network"] == "local"
-    assert config_key(local.identity()) != config_key(published.identity())
+    assert spec_identity(local)["skippipe.network"] == "local"
+    assert spec_key(local) != spec_key(published)
     [other] = expand("transformer-vs-mamba", [{"model.family": "transformer",
                                                "data.seq_len": 256}])  # fmt: skip
-    assert not any(k.startswith("skippipe.") for k in other.identity())
+    assert not any(k.startswith("skippipe.") for k in spec_identity(other))
 
 
 def test_gcp12_refuses_a_failing_node_and_slow_nodes_beyond_its_twenty():

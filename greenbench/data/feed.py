@@ -1,0 +1,64 @@
+"""A run's data feed: the document stream and how each optimizer step's minibatch is made.
+
+The feed (`DataPlan`) knows nothing of ranks. A strategy decides how its ranks share a
+minibatch: data parallelism splits it into ``dp`` parts (`DataPlan.part`); a pipeline feeds a
+whole part through its stages; a skip schedule routes microbatches its own way.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from greenbench.data.batches import StepBatch, make_step_batches
+from greenbench.data.markov import MarkovSource
+
+
+@dataclass(frozen=True, slots=True)
+class DataPlan:
+    """The ``data.*`` settings of a run, with its token source."""
+
+    source: MarkovSource
+    lengths: str
+    seq_len: int
+    global_batch: int
+    micro_batch: int
+    balance: str
+    cost_model: str
+    scale: float
+    seed: int
+
+    @classmethod
+    def from_settings(cls, settings: Mapping[str, Any], vocab_size: int) -> DataPlan:
+        return cls(
+            source=MarkovSource(vocab_size=vocab_size, seed=settings["seed"]),
+            lengths=settings["data.lengths"],
+            seq_len=settings["data.seq_len"],
+            global_batch=settings["data.global_batch"],
+            micro_batch=settings["data.micro_batch"],
+            balance=settings["data.balance"],
+            cost_model=settings["data.cost_model"],
+            scale=settings["data.scale"],
+            seed=settings["seed"],
+        )
+
+    def split(self, step: int, parts: int) -> list[StepBatch]:
+        """Step ``step``'s minibatch split into ``parts`` (one StepBatch each, in order)."""
+        return make_step_batches(
+            step,
+            source=self.source,
+            lengths=self.lengths,
+            seq_len=self.seq_len,
+            global_batch=self.global_batch,
+            micro_batch=self.micro_batch,
+            world_size=parts,
+            mode=self.balance,
+            cost_model=self.cost_model,
+            scale=self.scale,
+            seed=self.seed,
+        )
+
+    def part(self, step: int, index: int, parts: int) -> StepBatch:
+        """Part ``index`` of ``parts`` of step ``step``'s minibatch."""
+        return self.split(step, parts)[index]

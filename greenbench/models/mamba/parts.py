@@ -1,0 +1,18 @@
+"""Mamba's torch side (`greenbench.models.card.FamilyParts`): the builder, its blocks, its
+tensor-parallel split of the inner channels, its pipeline stages and its context-parallel scan.
+Reached through the card (`greenbench.models.mamba.card`)."""
+
+from __future__ import annotations
+
+from greenbench.models.card import FamilyParts
+from greenbench.models.mamba.context_parallel import enable_cp_scan
+from greenbench.models.mamba.model import build
+from greenbench.models.mamba.parallel import TENSOR_PARALLEL, blocks, pipeline_stage
+
+PARTS = FamilyParts(
+    build=build,
+    blocks=blocks,
+    tensor_parallel=TENSOR_PARALLEL,
+    pipeline_stage=pipeline_stage,
+    context_parallel=enable_cp_scan,
+)

@@ -1,0 +1,89 @@
+"""The report's leaderboard: one row per configuration and kind of energy figure (medians of the
+newest commit's repeats, with their interval and trust), then what its intervals are and which
+configurations shared the machine, have no net energy or train only part of the model."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from greenbench.reporting.cells import PARTIAL, g, partial, row
+from greenbench.reporting.section import ReportContext
+from greenbench.vocabulary.trust import CONTENDED, Trust, interval_caption
+
+
+class LeaderboardSection:
+    """`ReportSection`: the leaderboard table and its notes."""
+
+    name = "leaderboard"
+    order = 10
+    doc = "every measured training configuration ranked within its workload and energy kind"
+
+    def applies(self, context: ReportContext) -> bool:
+        """Where a measured training run is stored."""
+        return not context.table.empty
+
+    def render(self, context: ReportContext) -> list[str]:
+        """The table and the notes under it."""
+        return ["", "## Leaderboard", "", *table_lines(context.table), *notes(context.table)]
+
+
+def table_lines(table: pd.DataFrame) -> list[str]:
+    """The leaderboard's Markdown table."""
+    lines = [
+        "| workload | configuration | layout | devices | energy | J/token (median [interval]) "
+        "| tokens/s | MFU | peak mem (MiB) | repeats | trust |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    one_device_type = table["device_type"].nunique() == 1  # then the header names it
+    for r in table.itertuples():
+        device = f"×{r.devices}" if one_device_type else f"{r.device_type} ×{r.devices}"
+        jpt = f"{g(r.jpt)} [{g(r.jpt_lo)}, {g(r.jpt_hi)}]"
+        mfu = "n/a" if math.isnan(r.mfu) else f"{r.mfu:.1%}"
+        name = (
+            f"{r.config_name} ({partial(r.skipped_fraction)})" if r.partial_model else r.config_name
+        )
+        cells = [r.workload, name, r.layout, device, r.energy, jpt]
+        cells += [g(r.tokens_per_s), mfu]
+        cells += [g(r.peak_mem_mib), str(r.n_repeats), r.trust]
+        lines.append(row(cells))
+    return lines
+
+
+def notes(table: pd.DataFrame) -> list[str]:
+    """Under the leaderboard: what its intervals are, and which configurations shared the
+    machine or have no net energy (with why)."""
+    lines = ["", f"Interval: {interval_caption(table['n_repeats'])}."]
+    lines += [
+        "",
+        "Rows are ranked within each workload and kind of energy figure only: a workload's tokens "
+        "are not another's.",
+    ]
+    if table["partial_model"].astype(bool).any():
+        lines += [
+            "",
+            f"> {PARTIAL}: these configurations train only part of the model per token (SkipPipe "
+            "skipping the stated share of its stages), so their J/token pays for less work than a "
+            "full-model run's. They are listed after the full-model rows of their workload, never "
+            "on a Pareto front and never the fewest J/token; compare them with their full "
+            "pipeline in the SkipPipe section, with the loss beside each.",
+        ]
+    trusts = {r.config_name: Trust.of(r._asdict()) for r in table.itertuples(index=False)}
+    busy = {name: t for name, t in trusts.items() if t.contended}
+    if busy:
+        lines += [
+            "",
+            f"> {CONTENDED}: {len(busy)} of {len(trusts)} configurations measured while the "
+            "machine was shared; their figures may be skewed (rerun them on a quiet machine):",
+        ]
+        lines += [f"> - `{name}`: {t.contention.text}" for name, t in busy.items()]
+    unknown = [name for name, t in trusts.items() if t.idle.state == "unreliable"]
+    if unknown:
+        names = ", ".join(f"`{n}`" for n in unknown)
+        lines += [
+            "",
+            f"> Net energy unknown for {names}: their idle baseline was sampled while the machine "
+            "was busy, or above the window's mean power (`greenbench show RUN_ID` says which).",
+        ]
+    return lines

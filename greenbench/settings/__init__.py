@@ -1,0 +1,88 @@
+"""greenbench's settings: the sections each owner declares, assembled into one `SCHEMA`.
+
+The run's own sections (`greenbench.settings.run`) and those of the models, the data and the
+meters are listed here once, and each strategy's own section comes from its card;
+suite files, ``--set``, `greenbench list settings`, docs/settings.md, validation and each run's
+identity all read them from `SCHEMA`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from greenbench.config import Config, Schema
+from greenbench.data.settings import DataSettings
+from greenbench.energy.settings import EnergySettings, GpuSettings
+from greenbench.models.settings import ModelSettings
+from greenbench.settings.run import (
+    DebugSettings,
+    EmulateSettings,
+    LayoutSettings,
+    RunSettings,
+    TrainSettings,
+)
+from greenbench.settings.runspec import RunSpec
+from greenbench.strategies import STRATEGIES
+from greenbench.strategies.skippipe.settings import SkipPipeSettings
+from greenbench.vocabulary import config_key
+
+SCHEMA = Schema(
+    (
+        RunSettings,
+        LayoutSettings,
+        ModelSettings,
+        DataSettings,
+        TrainSettings,
+        EnergySettings,
+        GpuSettings,
+        EmulateSettings,
+        *(card.settings for card in STRATEGIES.values() if card.settings is not None),
+        DebugSettings,
+    )
+)
+
+#: every setting greenbench's own workloads have, with its default
+DEFAULTS: dict[str, Any] = SCHEMA.defaults()
+
+
+def config_of(spec: RunSpec) -> Config:
+    """The typed view of ``spec``'s settings."""
+    return SCHEMA.config(spec.settings)
+
+
+def identity_of(settings: Mapping[str, Any], workload: str) -> dict[str, Any]:
+    """The settings that define a configuration of ``workload``, plus the workload."""
+    return SCHEMA.identity(settings, workload)
+
+
+def spec_identity(spec: RunSpec) -> dict[str, Any]:
+    """The settings that define ``spec``'s configuration, plus its workload."""
+    return identity_of(spec.settings, spec.workload)
+
+
+def spec_key(spec: RunSpec) -> str:
+    """``spec``'s configuration key (`greenbench.vocabulary.config_key` of its identity)."""
+    return config_key(spec_identity(spec))
+
+
+__all__ = [
+    "DEFAULTS",
+    "SCHEMA",
+    "Config",
+    "DataSettings",
+    "DebugSettings",
+    "EmulateSettings",
+    "EnergySettings",
+    "GpuSettings",
+    "LayoutSettings",
+    "ModelSettings",
+    "RunSettings",
+    "RunSpec",
+    "SkipPipeSettings",
+    "TrainSettings",
+    "config_of",
+    "identity_of",
+    "spec_identity",
+    "spec_key",
+]

@@ -1,0 +1,23 @@
+"""The settings check the data-parallel strategies share (without torch: the spec runs it)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from greenbench.errors import SpecError
+from greenbench.vocabulary import Layout
+
+
+def check_split(global_batch: int, parts: int) -> None:
+    """SpecError unless a minibatch of ``global_batch`` documents splits into ``parts``."""
+    if global_batch % parts:
+        raise SpecError(
+            f"data.global_batch={global_batch} must be divisible by the number of "
+            f"data-parallel ranks ({parts})"
+        )
+
+
+def check_data_parallel(settings: Mapping[str, Any], layout: Layout) -> None:
+    """Every data-parallel rank gets an equal share of the minibatch's documents."""
+    check_split(settings["data.global_batch"], layout.dp)
