@@ -17,6 +17,7 @@ from greenbench.config.field import (
 from greenbench.config.schema import USER_PREFIX, Config, Schema, flatten
 from greenbench.config.section import (
     is_section,
+    read_section,
     section,
     section_name,
     section_settings,
@@ -36,6 +37,7 @@ __all__ = [
     "Setting",
     "flatten",
     "is_section",
+    "read_section",
     "section",
     "section_name",
     "section_settings",

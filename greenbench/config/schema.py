@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, TypeVar
 
 from greenbench.config.field import NON_NEGATIVE, POSITIVE, Setting
-from greenbench.config.section import section_name, section_settings
+from greenbench.config.section import read_section, section_name, section_settings
 from greenbench.errors import SpecError
 
 T = TypeVar("T")
@@ -153,8 +153,8 @@ class Schema:
         (a user workload's ``model``); one with some present takes defaults for the rest."""
         sections: dict[str, Any] = {}
         for cls in self.sections:
-            fields = {s.name: settings[s.key] for s in section_settings(cls) if s.key in settings}
-            sections[section_name(cls)] = cls(**fields) if fields else None
+            present = any(s.key in settings for s in section_settings(cls))
+            sections[section_name(cls)] = read_section(cls, settings) if present else None
         user = {
             k.removeprefix(USER_PREFIX): v for k, v in settings.items() if k.startswith(USER_PREFIX)
         }

@@ -10,7 +10,7 @@ raising `greenbench.errors.SpecError`.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any, TypeVar
 
 from greenbench.config.field import Setting
@@ -59,6 +59,14 @@ def setting_of(cls: type, name: str) -> Setting:
         if s.name == name:
             return s
     raise KeyError(f"{cls.__name__} has no setting {name!r}")
+
+
+def read_section(cls: type[T], settings: Mapping[str, Any]) -> T:
+    """Section ``cls`` read from a run's flat settings (dotted keys), its defaults where a key
+    is absent: how code that receives the flat mapping (a strategy's ``configure``) reads the
+    settings of its own section, typed."""
+    fields = {s.name: settings[s.key] for s in section_settings(cls) if s.key in settings}
+    return cls(**fields)
 
 
 def is_section(cls: Any) -> bool:

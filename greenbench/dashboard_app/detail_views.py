@@ -259,7 +259,11 @@ def _ranks(db: Path, run_id: str, key: str) -> None:
     if "energy_j" in table:  # a rank whose node's CPU local rank 0 reads stored a 0 J window
         elsewhere = (table["local_rank"] != 0) & (pd.to_numeric(table["energy_j"]) == 0)
         table["energy_j"] = pd.to_numeric(table["energy_j"]).where(~elsewhere)
-    measured = table["energy_source"].fillna("estimate") != "estimate"
+    # each rank's window says whether it read a counter (any source's estimate is marked);
+    # rows stored before that was kept fall back to the estimate's name
+    named = (table["energy_source"].fillna("estimate") != "estimate").astype("boolean")
+    flag = one.get("energy_measured", pd.Series(pd.NA, index=one.index)).astype("boolean")
+    measured = flag.reset_index(drop=True).fillna(named).astype(bool)
     energy = ("energy_j", "energy_gpu_j", "energy_cpu_j", "energy_dram_j")
     st.dataframe(
         marking.style_marked(

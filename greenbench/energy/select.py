@@ -92,7 +92,9 @@ def select_meter(
         p = probe_fn(name)
         if not p.available:
             raise MeterUnavailable(f"--energy-source {name} is not available here: {p.reason}")
-    request = MeterRequest(kind, tuple(gpu_indices), local_rank, probe_fn, sample_power)
+    request = MeterRequest(
+        kind, probe_fn, tuple(gpu_indices), local_rank=local_rank, sample_power=sample_power
+    )
     return ENERGY_SOURCES[name].make(request)
 
 

@@ -13,17 +13,24 @@ def _families() -> list[str]:
     return list(FAMILIES)
 
 
+def _kernels() -> list[str]:
+    """``auto`` and every kernel some family accepts (`greenbench.models.ModelCard`)."""
+    from greenbench.models import FAMILIES
+
+    return ["auto", *{k for card in FAMILIES.values() for k in card.kernel_choices}]
+
+
 @section("model", "The model greenbench builds (randomly initialised).", built_in_only=True)
 class ModelSettings:
     family: str = setting("transformer", "the model family", registry=_families, identity=ALWAYS)
     size: str = setting(
-        "tiny", "a preset of the family (greenbench list families)", identity=ALWAYS
+        "tiny", "a preset of the family (greenbench list model-families)", identity=ALWAYS
     )
     scan: str = setting(
         "auto",
-        "the scan kernel of a state-space family (each family checks its own choices): auto | "
-        "native | torch | triton | mamba-ssm | fla",
-        choices=("auto", "native", "torch", "triton", "mamba-ssm", "fla"),
+        "the scan kernel of a state-space family: auto (the fastest this machine runs) or one "
+        "of the family's own (each family checks its choices)",
+        registry=_kernels,
         identity=ALWAYS,
     )
     liger: str = setting(

@@ -33,7 +33,7 @@ def _strategies() -> list[str]:
 class RunSettings:
     strategy: str = setting(
         "single",
-        "the parallel strategy: single, ddp, fsdp, odc, hybrid, skippipe, or auto (from layout)",
+        "the parallel strategy (greenbench list strategies), or auto (from layout)",
         registry=lambda: [*_strategies(), "auto"],
         identity=ALWAYS,
     )

@@ -60,7 +60,7 @@ def test_vocab_size_override_reaches_model_and_info():
     assert info.n_params == sum(p.numel() for p in model.parameters())
 
 
-@pytest.mark.parametrize("family", ["transformer", "mamba", "mamba2"])
+@pytest.mark.parametrize("family", list(FAMILIES))
 def test_same_seed_same_weights_other_seed_other_weights(family):
     a, b, c = (build_model(family, "tiny", seed=s) for s in (7, 7, 8))
     for (name, pa), pb in zip(a.named_parameters(), b.parameters(), strict=True):

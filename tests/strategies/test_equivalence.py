@@ -82,7 +82,7 @@ def _worker(rank: int, world: int, port: int, strategy: str, family: str, out: s
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("family", ["transformer", "mamba", "mamba2"])
+@pytest.mark.parametrize("family", list(FAMILIES))
 @pytest.mark.parametrize("strategy", ["ddp", "fsdp"])
 def test_two_ranks_match_single_process(tmp_path: Path, strategy: str, family: str):
     reference = train("single", family, rank=0, world=1)
