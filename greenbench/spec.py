@@ -232,7 +232,7 @@ def validate(spec: RunSpec) -> None:
     if is_user_workload(spec.workload):
         check_user_run(spec)
     else:
-        STRATEGIES[s["strategy"]].validate(s, layout)
+        STRATEGIES[run.strategy].validate(config, layout)
 
 
 def check_user_run(spec: RunSpec) -> None:

@@ -76,17 +76,16 @@ CARD = StrategyCard(
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 
-from greenbench.config import read_section
 from greenbench.strategies.base import DataParallel
 from greenbench.strategies.schedule import StepSchedule
 from greenbench.strategies.toy.settings import ToySettings
 
 if TYPE_CHECKING:
+    from greenbench.config import Config
     from greenbench.sources.contract import Loss, ModelSource
 
 
@@ -105,8 +104,8 @@ class Toy(DataParallel):
     name = "toy"
     loss_scale = 1.0
 
-    def configure(self, settings: Mapping[str, Any]) -> None:
-        self.loss_scale = read_section(ToySettings, settings).loss_scale
+    def configure(self, config: Config) -> None:
+        self.loss_scale = config[ToySettings].loss_scale
 
     def parallelize(self, model: ModelSource) -> torch.nn.Module:
         return model.build(self.ctx.device)

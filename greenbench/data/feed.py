@@ -7,12 +7,11 @@ whole part through its stages; a skip schedule routes microbatches its own way.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from greenbench.data.batches import StepBatch, make_step_batches
 from greenbench.data.markov import MarkovSource
+from greenbench.data.settings import DataSettings
 
 
 @dataclass(frozen=True, slots=True)
@@ -30,17 +29,19 @@ class DataPlan:
     seed: int
 
     @classmethod
-    def from_settings(cls, settings: Mapping[str, Any], vocab_size: int) -> DataPlan:
+    def from_section(cls, data: DataSettings, *, seed: int, vocab_size: int) -> DataPlan:
+        """The plan of a run's ``data`` section (its balance resolved, not ``auto``), drawn
+        with the run's ``seed`` over a vocabulary of ``vocab_size`` tokens."""
         return cls(
-            source=MarkovSource(vocab_size=vocab_size, seed=settings["seed"]),
-            lengths=settings["data.lengths"],
-            seq_len=settings["data.seq_len"],
-            global_batch=settings["data.global_batch"],
-            micro_batch=settings["data.micro_batch"],
-            balance=settings["data.balance"],
-            cost_model=settings["data.cost_model"],
-            scale=settings["data.scale"],
-            seed=settings["seed"],
+            source=MarkovSource(vocab_size=vocab_size, seed=seed),
+            lengths=data.lengths,
+            seq_len=data.seq_len,
+            global_batch=data.global_batch,
+            micro_batch=data.micro_batch,
+            balance=data.balance,
+            cost_model=data.cost_model,
+            scale=data.scale,
+            seed=seed,
         )
 
     def split(self, step: int, parts: int) -> list[StepBatch]:

@@ -112,7 +112,7 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
     mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
     comm = CommRecorder(ctx.device)
     strategy = STRATEGIES[s["strategy"]].load()(ctx, mesh, comm, layout)
-    strategy.configure(s)
+    strategy.configure(spec.config)
     model = strategy.parallelize(workload.model)
     try:
         return train_and_measure(spec, ctx, strategy, model, comm, workload)

@@ -40,4 +40,7 @@ def rank_workload(spec: RunSpec, device: torch.device) -> TrainingWorkload:
         compile=compile_blocks,
         fused=s["model.liger"] == "on",
     )
-    return builtin_workload(builder, DataPlan.from_settings(s, builder.info.vocab_size))
+    plan = DataPlan.from_section(
+        spec.config.data, seed=s["seed"], vocab_size=builder.info.vocab_size
+    )
+    return builtin_workload(builder, plan)

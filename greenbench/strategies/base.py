@@ -19,8 +19,8 @@ Every collective or point-to-point call a strategy makes goes through the record
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, ClassVar
 
 import torch
 
@@ -33,6 +33,7 @@ from greenbench.vocabulary import Layout
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
 
+    from greenbench.config import Config
     from greenbench.sources.contract import Loss, ModelSource
     from greenbench.strategies.schedule import StepSchedule
 
@@ -57,9 +58,9 @@ class Strategy(ABC):
             layout = STRATEGIES[self.name].default_layout(ctx.world_size)
         self.layout = layout
 
-    def configure(self, settings: Mapping[str, Any]) -> None:
-        """Take the run's settings before `parallelize` (strategies that need more than the
-        layout)."""
+    def configure(self, config: Config) -> None:
+        """Take the run's settings, as their typed sections, before `parallelize` (strategies
+        that need more than the layout)."""
         return None
 
     @abstractmethod

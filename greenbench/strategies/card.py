@@ -7,16 +7,17 @@ when ``data.balance`` is ``auto`` (`greenbench.data.packing`), its settings chec
 settings section (if it has one), a one-line doc, and where its torch implementation lives
 (``module:Class``, imported by `load` on the ranks only). The spec resolves a run's layout
 from ``applies`` and ``fills`` (`greenbench.vocabulary.resolve_layout`) and checks its
-settings with ``validate``. The registry of cards is `greenbench.strategies.cards`.
+settings, as their typed sections (`greenbench.config.Config`), with ``validate``. The
+registry of cards is `greenbench.strategies.cards`.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
+from greenbench.config import Config
 from greenbench.strategies.checks import check_data_parallel
 from greenbench.vocabulary import Layout
 
@@ -31,13 +32,14 @@ class StrategyCard:
     applies: frozenset[str] = frozenset()
     fills: str | None = None
     balance: str = "same-count"
-    check: Callable[[Mapping[str, Any], Layout], None] = check_data_parallel
+    check: Callable[[Config, Layout], None] = check_data_parallel
     #: the strategy's own settings section (`greenbench.config.section`), where it has one
     settings: type | None = None
 
-    def validate(self, settings: Mapping[str, Any], layout: Layout) -> None:
-        """Raise SpecError for settings this strategy cannot run with."""
-        self.check(settings, layout)
+    def validate(self, config: Config, layout: Layout) -> None:
+        """Raise SpecError for settings (``config``, the run's typed view) this strategy cannot
+        run with on ``layout``."""
+        self.check(config, layout)
 
     def default_layout(self, world: int) -> Layout:
         """The layout of ``world`` ranks when nothing else is given."""

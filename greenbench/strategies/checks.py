@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
+from greenbench.config import Config
 from greenbench.errors import SpecError
 from greenbench.vocabulary import Layout
 
@@ -18,6 +16,6 @@ def check_split(global_batch: int, parts: int) -> None:
         )
 
 
-def check_data_parallel(settings: Mapping[str, Any], layout: Layout) -> None:
+def check_data_parallel(config: Config, layout: Layout) -> None:
     """Every data-parallel rank gets an equal share of the minibatch's documents."""
-    check_split(settings["data.global_batch"], layout.dp)
+    check_split(config.data.global_batch, layout.dp)

@@ -11,9 +11,11 @@ from greenbench.strategies import STRATEGIES
 def test_validating_settings_imports_no_torch_for_strategies() -> None:
     code = (
         "import sys\n"
+        "from greenbench.settings import SCHEMA\n"
         "from greenbench.strategies import STRATEGIES\n"
         "from greenbench.vocabulary import Layout\n"
-        "STRATEGIES['ddp'].validate({'data.global_batch': 8}, Layout(dp_replicate=2))\n"
+        "config = SCHEMA.config({'data.global_batch': 8})\n"
+        "STRATEGIES['ddp'].validate(config, Layout(dp_replicate=2))\n"
         "assert STRATEGIES['odc'].balance == 'balanced-cost'\n"
         "assert not [m for m in sys.modules if m == 'torch' or m.startswith('torch.')]\n"
     )
@@ -31,6 +33,7 @@ def test_each_card_loads_its_strategy() -> None:
 def test_the_hybrid_check_knows_the_families_with_a_context_parallel_form() -> None:
     from greenbench.errors import SpecError
     from greenbench.models import FAMILIES
+    from greenbench.settings import SCHEMA
     from greenbench.strategies.hybrid.checks import check_hybrid
     from greenbench.vocabulary import Layout
 
@@ -39,7 +42,8 @@ def test_the_hybrid_check_knows_the_families_with_a_context_parallel_form() -> N
     for name, card in FAMILIES.items():
         has_form = card.parts.context_parallel is not None
         try:
-            check_hybrid({**settings, "model.family": name}, Layout(dp_shard=2, cp=2))
+            config = SCHEMA.config({**settings, "model.family": name})
+            check_hybrid(config, Layout(dp_shard=2, cp=2))
             refused = False
         except SpecError:
             refused = True

@@ -21,6 +21,7 @@ from helpers import free_port, spawn
 from greenbench.data import DataPlan, MarkovSource
 from greenbench.distributed.device import DistContext
 from greenbench.models import FAMILIES, ModelBuilder
+from greenbench.settings import SCHEMA
 from greenbench.sources.builtin import next_token_loss
 from greenbench.strategies import STRATEGIES
 from greenbench.vocabulary import Layout
@@ -69,7 +70,7 @@ def train(family: str, layout: Layout, rank: int, schedule: str) -> dict:
     else:
         mesh = build_mesh(layout, "cpu")
         strategy = STRATEGIES["hybrid"].load()(ctx, mesh, None, layout)
-        strategy.configure(settings(layout, family, schedule))
+        strategy.configure(SCHEMA.config(settings(layout, family, schedule)))
     model = strategy.parallelize(builder)
     schedule = strategy.schedule(next_token_loss)
     optimizer = torch.optim.SGD(strategy.parameters(model), lr=LR)

@@ -18,6 +18,7 @@ from helpers import free_port, spawn
 from greenbench.data import DataPlan, MarkovSource
 from greenbench.distributed.device import DistContext
 from greenbench.models import FAMILIES, ModelBuilder
+from greenbench.settings import SCHEMA
 from greenbench.sources.builtin import next_token_loss
 from greenbench.spec import DEFAULTS
 from greenbench.strategies import STRATEGIES
@@ -52,7 +53,7 @@ def train(family: str, rank: int, world: int, over: dict) -> dict:
         strategy = STRATEGIES["single"].load()(ctx)
     else:
         strategy = STRATEGIES["skippipe"].load()(ctx, None, None, Layout(pp=world))
-        strategy.configure(settings(family, **over))
+        strategy.configure(SCHEMA.config(settings(family, **over)))
     model = strategy.parallelize(builder)
     schedule = strategy.schedule(next_token_loss)
     optimizer = torch.optim.SGD(strategy.parameters(model), lr=0.5)

@@ -136,7 +136,7 @@ def _local_iterations(spec: RunSpec) -> list[Iteration]:
 
     s = spec.settings
     info = model_info(s["model.family"], s["model.size"])
-    costs = run_costs(s, info, info.n_layers)
+    costs = run_costs(spec.config.skippipe, spec.config.data, info, info.n_layers)
     microbatches = s["data.global_batch"] // s["data.micro_batch"]
     per_microbatch = s["data.micro_batch"] * s["data.seq_len"]
     failed, warmup = s["skippipe.fail_node"], s["train.warmup_steps"]

@@ -31,8 +31,7 @@ is the ``ddp`` strategy.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import torch
 import torch.distributed as dist
@@ -49,6 +48,7 @@ from greenbench.strategies.hybrid.tp import apply_tensor_parallel
 from greenbench.strategies.schedule import BeforeMicrobatch, StepSchedule
 
 if TYPE_CHECKING:
+    from greenbench.config import Config
     from greenbench.data import Microbatch, StepBatch
     from greenbench.models import ModelBuilder
     from greenbench.sources.contract import Loss
@@ -62,11 +62,11 @@ class Hybrid(DataParallel):
     pp_schedule = "1f1b"
     seq_len = micro_batch = global_batch = 0
 
-    def configure(self, settings: Mapping[str, Any]) -> None:
-        self.pp_schedule = settings["train.pp_schedule"]
-        self.seq_len = settings["data.seq_len"]
-        self.micro_batch = settings["data.micro_batch"]
-        self.global_batch = settings["data.global_batch"]
+    def configure(self, config: Config) -> None:
+        self.pp_schedule = config.train.pp_schedule
+        self.seq_len = config.data.seq_len
+        self.micro_batch = config.data.micro_batch
+        self.global_batch = config.data.global_batch
 
     def coordinate(self, dim: str) -> int:
         """This rank's index along mesh dimension ``dim`` (0 when the layout lacks it)."""

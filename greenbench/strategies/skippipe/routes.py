@@ -13,17 +13,16 @@ microbatches in turn) and fill-drain order on every node. A node that stopped se
 out.
 
 The same topology and plans serve the simulated mode (``skippipe.mode = "simulate"``,
-`greenbench.launcher.runners.simulated`): `run_costs` prices a run's nodes from its settings,
-`local_topology` builds their `Topology`, and `as_schedule` turns the runner's plan back into
-the simulator's `Schedule`, so what is simulated is what the runner would execute.
+`greenbench.launcher.runners.simulated`): `run_costs` prices a run's nodes from its settings'
+sections, `local_topology` builds their `Topology`, and `as_schedule` turns the runner's plan
+back into the simulator's `Schedule`, so what is simulated is what the runner would execute.
 """
 
 from __future__ import annotations
 
 import itertools
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from greenbench.plan.skippipe import scheduler
 from greenbench.plan.skippipe.network import uniform_network
@@ -38,7 +37,9 @@ from greenbench.plan.skippipe.topology import Topology, build_topology
 from greenbench.strategies.skippipe.plan import Plan, fill_drain_order
 
 if TYPE_CHECKING:
+    from greenbench.data.settings import DataSettings
     from greenbench.models import ModelInfo
+    from greenbench.strategies.skippipe.settings import SkipPipeSettings
 
 #: the compute rate the plan assumes for one node (FLOP/s): it sets only the ratio of compute to
 #: the emulated links, not any measured figure
@@ -60,15 +61,18 @@ class Costs:
     slowdown: dict[int, float]
 
 
-def run_costs(settings: Mapping[str, Any], info: ModelInfo, layers: int) -> Costs:
-    """What the scheduler weighs for a run of ``settings`` on a model of ``layers`` blocks
-    (``info``): per-layer forward FLOPs and the data node's embedding and head at the run's
-    sequence length, fp32 activations, the emulated links, the slow nodes' factor."""
+def run_costs(
+    skippipe: SkipPipeSettings, data: DataSettings, info: ModelInfo, layers: int
+) -> Costs:
+    """What the scheduler weighs for a run of these SkipPipe and data settings on a model of
+    ``layers`` blocks (``info``): per-layer forward FLOPs and the data node's embedding and head
+    at the run's sequence length, fp32 activations, the emulated links, the slow nodes'
+    factor."""
     from greenbench.models.flops import flops_per_token
 
-    seq_len = settings["data.seq_len"]
-    counts = [int(p) for p in str(settings["skippipe.stages"]).split("-") if p.strip()]
-    slow = {int(p) for p in str(settings["emulate.slow_nodes"]).split("-") if p.strip()}
+    seq_len = data.seq_len
+    counts = [int(p) for p in str(skippipe.stages).split("-") if p.strip()]
+    slow = {int(p) for p in str(skippipe.slow_nodes).split("-") if p.strip()}
     bounds = stage_layers(layers, len(counts) - 1)
     per_layer = flops_per_token(info, seq_len) / 3 / layers  # forward, one block
     return Costs(
@@ -76,10 +80,10 @@ def run_costs(settings: Mapping[str, Any], info: ModelInfo, layers: int) -> Cost
         forward_flops_per_sample_layer=per_layer * seq_len,
         data_node_flops_per_sample=2 * info.d_model * info.vocab_size * seq_len,
         activation_bytes_per_sample=seq_len * info.d_model * 4,
-        samples_per_microbatch=settings["data.micro_batch"],
-        latency_ms=float(settings["emulate.link_latency_ms"]),
-        bandwidth_gbps=settings["emulate.link_bandwidth_gbps"],
-        slowdown={n: float(settings["emulate.slowdown"]) for n in slow},
+        samples_per_microbatch=data.micro_batch,
+        latency_ms=float(skippipe.link_latency_ms),
+        bandwidth_gbps=skippipe.link_bandwidth_gbps,
+        slowdown={n: float(skippipe.slowdown) for n in slow},
     )
 
 

@@ -32,7 +32,6 @@ stages only at inference.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from itertools import combinations
 from typing import TYPE_CHECKING, Any
 
@@ -51,9 +50,12 @@ from greenbench.strategies.skippipe.plan import Plan
 from greenbench.strategies.skippipe.routes import make_plan, run_costs, stage_layers
 
 if TYPE_CHECKING:
+    from greenbench.config import Config
     from greenbench.data import StepBatch
+    from greenbench.data.settings import DataSettings
     from greenbench.models import ModelBuilder
     from greenbench.sources.contract import Loss
+    from greenbench.strategies.skippipe.settings import SkipPipeSettings
 
 IGNORE = -100
 DIM = "pp"
@@ -71,16 +73,18 @@ def busy_for(seconds: float, device: torch.device) -> None:
 class SkipPipe(Strategy):
     name = "skippipe"
 
-    def configure(self, settings: Mapping[str, Any]) -> None:
-        self.settings = dict(settings)
-        self.counts = parse_nodes(settings["skippipe.stages"])
-        self.micro_batch = settings["data.micro_batch"]
-        self.seq_len = settings["data.seq_len"]
-        self.microbatches = settings["data.global_batch"] // self.micro_batch
-        self.slow = {int(p) for p in str(settings["emulate.slow_nodes"]).split("-") if p.strip()}
-        self.slowdown = float(settings["emulate.slowdown"])
-        self.latency_s = settings["emulate.link_latency_ms"] / 1000.0
-        gbps = settings["emulate.link_bandwidth_gbps"]
+    def configure(self, config: Config) -> None:
+        sp: SkipPipeSettings = config.skippipe
+        data: DataSettings = config.data
+        self.skippipe, self.data, self.seed = sp, data, config.run.seed
+        self.counts = parse_nodes(sp.stages)
+        self.micro_batch = data.micro_batch
+        self.seq_len = data.seq_len
+        self.microbatches = data.global_batch // self.micro_batch
+        self.slow = {int(p) for p in str(sp.slow_nodes).split("-") if p.strip()}
+        self.slowdown = float(sp.slowdown)
+        self.latency_s = sp.link_latency_ms / 1000.0
+        gbps = sp.link_bandwidth_gbps
         self.seconds_per_byte = 8.0 / (gbps * 1e9) if gbps > 0 else 0.0
         self.step_index = 0
 
@@ -92,16 +96,16 @@ class SkipPipe(Strategy):
 
     def plan_for(self, step: int) -> Plan:
         """The plan of iteration ``step``: one per set of serving nodes (made once)."""
-        s = self.settings
-        failed = s["skippipe.fail_node"]
-        gone = frozenset({failed} if failed >= 0 and step >= s["skippipe.fail_step"] else ())
+        sp = self.skippipe
+        failed = sp.fail_node
+        gone = frozenset({failed} if failed >= 0 and step >= sp.fail_step else ())
         if gone not in self.plans:
             self.plans[gone] = make_plan(
                 self.counts,
                 microbatches=self.microbatches,
-                skip=s["skippipe.skip"],
-                schedule=s["skippipe.schedule"],
-                seed=s["seed"],
+                skip=sp.skip,
+                schedule=sp.schedule,
+                seed=self.seed,
                 removed=set(gone),
                 costs=self.costs,
             )
@@ -120,7 +124,7 @@ class SkipPipe(Strategy):
         self.bounds = stage_layers(layers, len(self.counts) - 1)
         self.layers_total = layers
         self.width = builder.info.d_model
-        self.costs = run_costs(self.settings, builder.info, layers)
+        self.costs = run_costs(self.skippipe, self.data, builder.info, layers)
         self.plans: dict[frozenset[int], Plan] = {}
         if self.stage == 0:
             self.embed = family.pipeline_stage(built, 0, 0, embed=True, head=False)
