@@ -67,6 +67,28 @@ class ModelInfo:
     def to_dict(self) -> dict[str, Any]:
         return {name: getattr(self, name) for name in self.__slots__}
 
+    @classmethod
+    def of_stack(
+        cls,
+        family: str,
+        size: str,
+        *,
+        n_layers: int,
+        d_model: int,
+        vocab_size: int,
+        per_layer: int,
+        **shape: int,
+    ) -> ModelInfo:
+        """The counts of a stack of ``n_layers`` blocks of ``per_layer`` parameters between an
+        embedding table and a final RMSNorm and untied LM head, with the family's ``shape``."""
+        embedding = vocab_size * d_model
+        non_embedding = n_layers * per_layer + d_model + vocab_size * d_model
+        return cls(
+            family=family, size=size, n_params=embedding + non_embedding,
+            n_params_embedding=embedding, n_params_non_embedding=non_embedding,
+            n_layers=n_layers, d_model=d_model, vocab_size=vocab_size, **shape,
+        )  # fmt: skip
+
     @property
     def kv_dim(self) -> int:
         """Width of the K (or V) projection: kv heads × head dim (Transformer only, else 0)."""

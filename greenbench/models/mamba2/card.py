@@ -77,17 +77,13 @@ def info(size: str, *, vocab_size: int | None = None) -> ModelInfo:
         + d_inner  # gated RMSNorm
         + d_inner * d  # out_proj, no bias
     )
-    embedding = vocab * d
-    non_embedding = p.n_layers * per_layer + d + vocab * d  # + final norm + untied LM head
-    return ModelInfo(
-        family="mamba2",
-        size=size,
-        n_params=embedding + non_embedding,
-        n_params_embedding=embedding,
-        n_params_non_embedding=non_embedding,
+    return ModelInfo.of_stack(
+        "mamba2",
+        size,
         n_layers=p.n_layers,
         d_model=d,
         vocab_size=vocab,
+        per_layer=per_layer,
         n_heads=heads,
         d_inner=d_inner,
         d_state=n,

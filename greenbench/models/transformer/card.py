@@ -61,17 +61,13 @@ def info(size: str, *, vocab_size: int | None = None) -> ModelInfo:
     attention = d * p.n_heads * head_dim * 2 + d * p.n_kv_heads * head_dim * 2  # q, o; k, v
     mlp = 3 * d * p.d_ffn  # gate, up, down
     per_layer = attention + mlp + 2 * d  # + two RMSNorm weights
-    embedding = vocab * d
-    non_embedding = p.n_layers * per_layer + d + vocab * d  # + final norm + untied LM head
-    return ModelInfo(
-        family="transformer",
-        size=size,
-        n_params=embedding + non_embedding,
-        n_params_embedding=embedding,
-        n_params_non_embedding=non_embedding,
+    return ModelInfo.of_stack(
+        "transformer",
+        size,
         n_layers=p.n_layers,
         d_model=d,
         vocab_size=vocab,
+        per_layer=per_layer,
         n_heads=p.n_heads,
         n_kv_heads=p.n_kv_heads,
         d_ffn=p.d_ffn,
