@@ -35,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from greenbench.config import read_section
 from greenbench.energy.power_limit import (
     DeviceLimits,
     LimitControl,
@@ -46,6 +47,7 @@ from greenbench.energy.power_limit import (
 from greenbench.hardware.machine import cache_dir
 from greenbench.rank import emulated_gpu
 from greenbench.rank.rank_meters import limit_requested
+from greenbench.settings.run import EmulateSettings
 from greenbench.settings.runspec import RunSpec
 
 JOURNAL_NAME = "power-limits.json"
@@ -76,7 +78,7 @@ class LimitPlan:
 
 def control_for(settings: dict[str, Any]) -> LimitControl:
     """The limit control of a configuration's devices: the emulated GPU's, or the driver's."""
-    return LimitControl(emulated_gpu.library(settings))
+    return LimitControl(emulated_gpu.library(read_section(EmulateSettings, settings).gpu))
 
 
 # ----------------------------------------------------------------------------- planning
@@ -89,10 +91,10 @@ def plan_limits(specs: list[RunSpec]) -> tuple[list[RunSpec], dict[int, LimitPla
     plans: dict[int, LimitPlan] = {}
     for i, spec in enumerate(specs):
         s = spec.settings
-        if not limit_requested(s):
+        if not limit_requested(spec.config.gpu):
             out.append(spec)
             continue
-        if s["device"] != "cuda" and not emulated_gpu.emulated(s):
+        if s["device"] != "cuda" and not emulated_gpu.emulated(spec):
             raise PowerLimitRefused(
                 f"{spec.name}: a GPU power limit needs GPUs, and this run's device is "
                 f"{s['device']} (run on --device cuda, or set emulate.gpu=h100 to try it on "
@@ -107,7 +109,7 @@ def plan_limits(specs: list[RunSpec]) -> tuple[list[RunSpec], dict[int, LimitPla
         want = s["gpu.power_limit_w"] or s["gpu.power_limit_frac"] * devices[0].default_w
         watts, note = clip_w(want, devices)
         plans[i] = LimitPlan(
-            indices, watts, devices[0].default_w, permission.via, emulated_gpu.emulated(s), note
+            indices, watts, devices[0].default_w, permission.via, emulated_gpu.emulated(spec), note
         )
         out.append(replace(spec, settings={**s, "gpu.power_limit_w": watts}))
     return out, plans

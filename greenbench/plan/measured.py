@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from greenbench.config import read_section
+from greenbench.data.settings import DataSettings
 from greenbench.models import ModelPreset
 from greenbench.plan.calibrate import stored_runs
 from greenbench.plan.cost import Batch, Prediction, predict
@@ -82,11 +84,11 @@ def _median(values: list[float]) -> float | None:
 
 def run_batch(run: dict[str, Any]) -> Batch:
     """The batch ``run`` (a `get_run` dict) trained per optimizer step."""
-    s = run["config"]["settings"]
+    data = read_section(DataSettings, run["config"]["settings"])
     return Batch(
         seq_len=int(run["seq_len"]),
-        global_batch=int(s["data.global_batch"]),
-        micro_batch=int(s["data.micro_batch"]),
+        global_batch=int(data.global_batch),
+        micro_batch=int(data.micro_batch),
         precision=str(run["precision"]),
     )
 

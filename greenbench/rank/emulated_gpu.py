@@ -44,25 +44,29 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from greenbench.config import section_settings
 from greenbench.energy.nvml import NvmlMeter
+from greenbench.energy.settings import GpuSettings
 from greenbench.errors import SpecError
 from greenbench.hardware.machine import cpu_busy_seconds, logical_cores
 from greenbench.hardware.nvml_model import EmulationError, NvmlModel, emulated_nvml
 from greenbench.settings import identity_of
+from greenbench.settings.runspec import RunSpec
 from greenbench.vocabulary import EMULATED_SOURCE, config_key
 
-#: the settings a base step does not depend on: the limit it is applied to
-LIMIT_KEYS = ("gpu.power_limit_w", "gpu.power_limit_frac")
+#: the settings a base step does not depend on: the limit it is applied to (the GPU section's)
+LIMIT_KEYS = tuple(s.key for s in section_settings(GpuSettings))
 
 
-def emulated(settings: Mapping[str, Any]) -> str:
+def emulated(spec: RunSpec) -> str:
     """The emulated GPU type of a run ("" when its devices are what they are)."""
-    return str(settings.get("emulate.gpu", "") or "")
+    emulate = spec.config.emulate
+    return str(emulate.gpu or "") if emulate is not None else ""
 
 
-def library(settings: Mapping[str, Any]) -> NvmlModel | None:
-    """The emulated NVML of a run, or None for the real driver."""
-    gpu = emulated(settings)
+def library(gpu: str) -> NvmlModel | None:
+    """The emulated NVML of GPU type ``gpu`` (a run's `emulated`), or None for the real driver
+    (``gpu`` "")."""
     if not gpu:
         return None
     try:
@@ -72,17 +76,17 @@ def library(settings: Mapping[str, Any]) -> NvmlModel | None:
 
 
 def meter(
-    settings: Mapping[str, Any],
+    gpu: str,
     indices: Sequence[int],
     *,
     sample_power: bool,
     nvml: NvmlModel | None = None,
 ) -> NvmlMeter:
-    """The energy meter of emulated devices ``indices``: NVML's (``nvml``'s, else a new emulated
-    driver's), labelled emulated."""
+    """The energy meter of emulated devices ``indices`` of GPU type ``gpu``: NVML's (``nvml``'s,
+    else a new emulated driver's), labelled emulated."""
     return NvmlMeter(
         list(indices),
-        library=nvml if nvml is not None else library(settings),
+        library=nvml if nvml is not None else library(gpu),
         sample_power=sample_power,
         source=EMULATED_SOURCE,
         measured=False,
@@ -95,17 +99,17 @@ def _slowdown(nv: NvmlModel, index: int) -> float:
     return max(1.0, nv.nvmlDeviceGetMaxClockInfo(h, nv.NVML_CLOCK_SM) / max(now, 1))
 
 
-def device_type(settings: Mapping[str, Any]) -> str | None:
-    """The ``runs.device_type`` of an emulated run (None when not emulated)."""
-    nv = library(settings)
+def device_type(gpu: str) -> str | None:
+    """The ``runs.device_type`` of a run emulating GPU type ``gpu`` (None when not emulated)."""
+    nv = library(gpu)
     return None if nv is None else f"emulated:{nv.emulated}"
 
 
-def base_key(settings: Mapping[str, Any], workload: str, rank: int) -> str:
+def base_key(spec: RunSpec, rank: int) -> str:
     """Which base step a rank's steps are the model's multiple of: its configuration without its
     power limit, and the rank."""
-    rest = {k: v for k, v in settings.items() if k not in LIMIT_KEYS}
-    return f"{config_key(identity_of(rest, workload))}/rank{rank}"
+    rest = {k: v for k, v in spec.settings.items() if k not in LIMIT_KEYS}
+    return f"{config_key(identity_of(rest, spec.workload))}/rank{rank}"
 
 
 # ----------------------------------------------------------------------------- the base's load
@@ -173,12 +177,13 @@ class EmulatedDevice:
     """One rank's emulated GPU over its measured windows (module docstring): its meter, the
     model's time of each step, and the base step that time is a multiple of."""
 
-    def __init__(self, settings: Mapping[str, Any], workload: str, index: int, rank: int) -> None:
-        nv = library(settings)
+    def __init__(self, spec: RunSpec, index: int, rank: int) -> None:
+        self.gpu = emulated(spec)
+        nv = library(self.gpu)
         if nv is None:
             raise ValueError("EmulatedDevice needs settings with emulate.gpu")
         self.nv, self.index = nv, index
-        self.key = base_key(settings, workload, rank)
+        self.key = base_key(spec, rank)
         h = nv.nvmlDeviceGetHandleByIndex(index)
         self.limit_w = nv.nvmlDeviceGetPowerManagementLimit(h) / 1000
         self.at_default = self.limit_w >= nv.nvmlDeviceGetPowerManagementDefaultLimit(h) / 1000
@@ -197,7 +202,7 @@ class EmulatedDevice:
         return self.base is None
 
     def meter(self, *, sample_power: bool) -> NvmlMeter:
-        return meter({}, [self.index], sample_power=sample_power, nvml=self.nv)
+        return meter(self.gpu, [self.index], sample_power=sample_power, nvml=self.nv)
 
     def observe(self, real_s: float, flops: float = 0.0) -> None:
         """A real step of this rank at full clock (a settled warm-up step, or one of the first

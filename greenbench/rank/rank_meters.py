@@ -9,11 +9,12 @@ Under a power limit the GPU meter also samples power, for the window's peak.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from greenbench.energy.base import EnergyWindow, Meter
+from greenbench.energy.settings import GpuSettings
 from greenbench.rank import emulated_gpu
 from greenbench.rank.emulated_gpu import EmulatedDevice
+from greenbench.settings.runspec import RunSpec
 
 
 @dataclass(slots=True)
@@ -40,44 +41,41 @@ class RankMeters:
             self.emulated.close()
 
 
-def limit_requested(settings: dict[str, Any]) -> bool:
-    """Whether a configuration asks for a power limit (its GPU meter then samples power)."""
-    return settings.get("gpu.power_limit_w", 0) > 0 or settings.get("gpu.power_limit_frac", 0) > 0
+def limit_requested(gpu: GpuSettings | None) -> bool:
+    """Whether a configuration's GPU section asks for a power limit (its GPU meter then samples
+    power); a configuration without one asks for none."""
+    return gpu is not None and ((gpu.power_limit_w or 0) > 0 or (gpu.power_limit_frac or 0) > 0)
 
 
 def rank_meters(
-    s: dict[str, Any],
+    spec: RunSpec,
     device_type: str,
     device_index: int,
     local_rank: int,
     *,
-    workload: str = "",
     rank: int = 0,
 ) -> RankMeters:
-    """The meters of rank ``rank`` of ``workload`` on ``device_type`` (``cpu`` or ``cuda``)
+    """The meters of rank ``rank`` of ``spec``'s run on ``device_type`` (``cpu`` or ``cuda``)
     device ``device_index``."""
     from greenbench.energy import select_meter
     from greenbench.energy.node import beside_meters
 
-    limited = limit_requested(s)
+    config = spec.config
+    energy = config.energy
+    limited = limit_requested(config.gpu)
+    gpu = emulated_gpu.emulated(spec)
     device = None
-    if emulated_gpu.emulated(s):
-        device = EmulatedDevice(s, workload, local_rank, rank)
+    if gpu:
+        device = EmulatedDevice(spec, local_rank, rank)
         main: Meter = device.meter(sample_power=limited)
     else:
         main = select_meter(
-            s["device"],
-            None if s["energy.source"] == "auto" else s["energy.source"],
+            config.run.device,
+            None if energy.source == "auto" else energy.source,
             gpu_indices=[device_index] if device_type == "cuda" else [],
             local_rank=local_rank,
             sample_power=limited,
         )
-    gpu_run = device_type == "cuda" or bool(emulated_gpu.emulated(s))
-    beside = beside_meters(
-        gpu_run,
-        local_rank,
-        s.get("energy.node", "off"),
-        s.get("energy.redfish_url", ""),
-        s.get("energy.node_poll_s", 1.0),
-    )
+    gpu_run = device_type == "cuda" or bool(gpu)
+    beside = beside_meters(gpu_run, local_rank, energy.node, energy.redfish_url, energy.node_poll_s)
     return RankMeters(main, beside, device)

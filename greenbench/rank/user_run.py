@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from greenbench.config import setting_of
+from greenbench.settings.run import TrainSettings
 from greenbench.settings.runspec import RunSpec
 from greenbench.user.contract import FLOPS_COUNTED, FLOPS_GIVEN
 
@@ -36,8 +38,8 @@ def resolve_compile(spec: RunSpec) -> RunSpec:
     """``train.compile: auto`` is off for a user workload (its model was not written for it);
     ``on`` compiles its blocks (or the whole model)."""
     s = dict(spec.settings)
-    if s["train.compile"] == "auto":
-        s["train.compile"] = "off"
+    if spec.config.train.compile == "auto":
+        s[setting_of(TrainSettings, "compile").key] = "off"
     return replace(spec, settings=s)
 
 

@@ -40,6 +40,7 @@ from greenbench.rank.rank_meters import rank_meters
 from greenbench.rank.state_memory import StateMemory
 from greenbench.rank.window import WindowTally, settle_calls
 from greenbench.results import CommRecord, RankResult
+from greenbench.settings.run import TrainSettings
 from greenbench.settings.runspec import RunSpec
 from greenbench.sources.contract import TrainingWorkload
 from greenbench.strategies import STRATEGIES
@@ -105,13 +106,13 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
     from greenbench.rank.mesh import build_mesh
     from greenbench.rank.workload import rank_workload
 
-    s = spec.settings
-    ctx = dist_context(s["device"], s["precision"])
+    run = spec.config.run
+    ctx = dist_context(run.device, run.precision)
     layout = spec.layout
     workload = rank_workload(spec, ctx.device)  # the model, batches, loss and FLOPs it trains
     mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
     comm = CommRecorder(ctx.device)
-    strategy = STRATEGIES[s["strategy"]].load()(ctx, mesh, comm, layout)
+    strategy = STRATEGIES[run.strategy].load()(ctx, mesh, comm, layout)
     strategy.configure(spec.config)
     model = strategy.parallelize(workload.model)
     try:
@@ -132,33 +133,34 @@ def train_and_measure(
     assignment picks each step's batch from the workload's batch source, its schedule trains
     it with the workload's loss; the workload's FLOPs give each step's (counted over the first
     warm-up step where they must be counted)."""
-    s = spec.settings
+    config = spec.config
+    train, debug = config.train, config.debug
     model.train()
-    optimizer = make_optimizer(strategy.parameters(model), s["train.lr"], ctx.device)
+    optimizer = make_optimizer(strategy.parameters(model), train.lr, ctx.device)
     schedule = strategy.schedule(workload.loss)
     assignment, batches, flops = strategy.assignment, workload.batches, workload.flops
     faults = Faults(
-        s["debug.fail_rank"], s["debug.hang_rank"], s["debug.kill_rank"], s["debug.oom_rank"],
-        at_microbatch=s["debug.fault_microbatch"],
+        debug.fail_rank, debug.hang_rank, debug.kill_rank, debug.oom_rank,
+        at_microbatch=debug.fault_microbatch,
     )  # fmt: skip
+    emulated = bool(emulated_gpu.emulated(spec))
 
     step = 0
     warm_times, warm_flops = [], []
-    for _ in range(s["train.warmup_steps"]):
+    for _ in range(train.warmup_steps):
         t0 = time.perf_counter()
         batch = assignment.batch(batches, step)
         with flops.counting(batch) if step == 0 else contextlib.nullcontext():
             schedule.train_step(model, optimizer, batch)
         warm_times.append(time.perf_counter() - t0)
-        if emulated_gpu.emulated(s):  # an emulated GPU's base step is a FLOP rate
+        if emulated:  # an emulated GPU's base step is a FLOP rate
             warm_flops.append(flops.of(batch) * strategy.flops_fraction)
         step += 1
 
     # the rank's own meter, the node's beside it, an emulated GPU (rank_meters)
     meters = rank_meters(
-        s, ctx.device.type, ctx.device.index or 0, ctx.local_rank,
-        workload=spec.workload, rank=ctx.rank,
-    )  # fmt: skip
+        spec, ctx.device.type, ctx.device.index or 0, ctx.local_rank, rank=ctx.rank
+    )
     device = meters.emulated  # its steps take its model's time (greenbench.rank.emulated_gpu)
     if device is not None:
         settled = slice(1, None) if len(warm_times) > 1 else slice(None)
@@ -166,12 +168,12 @@ def train_and_measure(
             device.observe(t, f)
         modelled = device.step_s(0.0, min(warm_flops[settled], default=0.0))
         warm_times = warm_times if modelled is None else [modelled, modelled]
-    n_steps = steps_per_window(s, warm_times, ctx)
+    n_steps = steps_per_window(train, warm_times, ctx)
     host = socket.gethostname()
     memory = StateMemory(model, optimizer, strategy.parameters(model))
     results = []
     try:
-        for repeat in range(s["repeats"]):
+        for repeat in range(config.run.repeats):
             window_batches = [assignment.batch(batches, step + i) for i in range(n_steps)]
             step += n_steps
             comm.take()  # drop what warm-up and earlier windows recorded
@@ -189,8 +191,8 @@ def train_and_measure(
                 with memory.saving():
                     loss, times = schedule.train_step(model, optimizer, batch, hook)
                 trained_s, burned_s = time.perf_counter() - t0, 0.0
-                if s["debug.slowdown_s"]:
-                    burned_s = burn(s["debug.slowdown_s"], ctx.device)
+                if debug.slowdown_s:
+                    burned_s = burn(debug.slowdown_s, ctx.device)
                     times.compute_s += burned_s
                 if device is not None:  # the model's time, settled after the window
                     real_s.append(trained_s)
@@ -221,8 +223,8 @@ def train_and_measure(
                     note = "; ".join(filter(None, (window.note, device.note())))
                     window = replace(window, seconds=seconds, note=note)
             state = memory.read()
-            if window is not None and seconds < s["train.min_window_s"]:
-                window = flag_short(window, seconds, s["train.min_window_s"])
+            if window is not None and seconds < train.min_window_s:
+                window = flag_short(window, seconds, train.min_window_s)
             results.append(
                 RankResult(
                     rank=ctx.rank,
@@ -275,15 +277,15 @@ def settle_communication(
     return records
 
 
-def steps_per_window(s: dict, warm_times: list[float], ctx: DistContext) -> int:
+def steps_per_window(train: TrainSettings, warm_times: list[float], ctx: DistContext) -> int:
     """Enough steps for a window of at least ``train.min_window_s``, agreed by every rank."""
-    n = s["train.steps"]
+    n = train.steps
     if warm_times:
         # the first step also pays for allocation, autotuning and compilation: judge by the rest
         settled = warm_times[1:] or warm_times
         typical = sorted(settled)[len(settled) // 2]
-        n = max(n, math.ceil(s["train.min_window_s"] * 1.1 / max(typical, 1e-6)))
-    n = min(n, s["train.max_steps"])
+        n = max(n, math.ceil(train.min_window_s * 1.1 / max(typical, 1e-6)))
+    n = min(n, train.max_steps)
     if ctx.distributed:
         import torch.distributed as dist
 
@@ -344,11 +346,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import torch.distributed as dist
 
+        config = spec.config
         distributed = int(os.environ.get("WORLD_SIZE", 1)) > 1
         if distributed:
-            backend = "nccl" if spec.settings["device"] == "cuda" else "gloo"
+            backend = "nccl" if config.run.device == "cuda" else "gloo"
             dist.init_process_group(backend=backend)
-        ctx = dist_context(spec.settings["device"], spec.settings["precision"])
+        ctx = dist_context(config.run.device, config.run.precision)
         results = run_rank(spec)
         gathered = gather(results, ctx)
         if gathered is not None:
@@ -360,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
             # after this barrier, the gathered measurement is kept (the launcher reads it)
             dist.barrier()
             dist.destroy_process_group()
-        if spec.settings["debug.abort_at_exit_rank"] == rank:
+        if config.debug.abort_at_exit_rank == rank:
             os.abort()  # test hook: a native crash at exit, after the results were written
     except BaseException as exc:
         error = {

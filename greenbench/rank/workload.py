@@ -15,32 +15,31 @@ if TYPE_CHECKING:
 
 def rank_workload(spec: RunSpec, device: torch.device) -> TrainingWorkload:
     """The model source, batch source, loss and FLOPs of ``spec``'s workload on ``device``."""
-    s = spec.settings
-    compile_blocks = s["train.compile"] == "on"
+    config = spec.config
+    seed = config.run.seed
+    compile_blocks = config.train.compile == "on"
     if is_user_workload(spec.workload):  # a user's entry point names the workload
         from greenbench.sources.user import user_workload
-        from greenbench.user.contract import own_settings
         from greenbench.user.entry import load
 
         own = load(spec.workload).workload
-        mine = own_settings(s)
+        mine = dict(config.user)
         return user_workload(
-            own, mine, s["seed"], device,
+            own, mine, seed, device,
             compile=compile_blocks, flops_per_token=own.flops_per_token_for(mine),
         )  # fmt: skip
     from greenbench.data import DataPlan
     from greenbench.models import FAMILIES, ModelBuilder
     from greenbench.sources.builtin import builtin_workload
 
+    model = config.model
     builder = ModelBuilder(
-        FAMILIES[s["model.family"]],
-        s["model.size"],
-        s["seed"],
-        s["model.scan"],
+        FAMILIES[model.family],
+        model.size,
+        seed,
+        model.scan,
         compile=compile_blocks,
-        fused=s["model.liger"] == "on",
+        fused=model.liger == "on",
     )
-    plan = DataPlan.from_section(
-        spec.config.data, seed=s["seed"], vocab_size=builder.info.vocab_size
-    )
+    plan = DataPlan.from_section(config.data, seed=seed, vocab_size=builder.info.vocab_size)
     return builtin_workload(builder, plan)

@@ -11,6 +11,7 @@ from greenbench.hardware.gpu_model import MAX_SM_CLOCK_MHZ
 from greenbench.hardware.nvml_model import emulated_nvml
 from greenbench.rank import emulated_gpu
 from greenbench.rank.emulated_gpu import EmulatedDevice, base_key, split
+from greenbench.settings.runspec import RunSpec
 
 BASE = {"emulate.gpu": "h100", "model.family": "transformer", "model.size": "tiny", "seed": 0,
         "data.seq_len": 64, "gpu.power_limit_frac": 0.0}  # fmt: skip
@@ -48,7 +49,7 @@ def clock_ratio(limit_w: float) -> float:
 def test_the_default_limit_measures_the_base_and_every_limit_applies_the_model_to_it(monkeypatch):
     monkeypatch.setattr(emulated_gpu, "LoadWatch", Busy)
     ratio = clock_ratio(385)
-    full = EmulatedDevice(at(700), "power-limit", 0, 0)
+    full = EmulatedDevice(RunSpec("power-limit", at(700)), 0, 0)
     assert full.measures and full.slowdown == 1.0
     full.observe(0.30, 1e9)  # a settled warm-up step
     assert full.settle([0.25, 0.20, 0.40], [0.0] * 3, [1e9] * 3) == [0.20] * 3  # the fastest
@@ -58,7 +59,7 @@ def test_the_default_limit_measures_the_base_and_every_limit_applies_the_model_t
 
     # a lower limit later, the CPU far faster or far slower meanwhile: the model's multiple
     for real in (0.01, 5.0):
-        capped = EmulatedDevice(at(385), "power-limit", 0, 0)
+        capped = EmulatedDevice(RunSpec("power-limit", at(385)), 0, 0)
         assert not capped.measures
         times = capped.settle([real, real], [0.0, 0.0], [1e9, 1e9])
         assert times == pytest.approx([0.20 * ratio] * 2, rel=1e-12)
@@ -68,10 +69,10 @@ def test_the_default_limit_measures_the_base_and_every_limit_applies_the_model_t
 
 def test_its_energy_is_the_busy_power_under_the_limit_over_the_model_s_time(monkeypatch):
     monkeypatch.setattr(emulated_gpu, "LoadWatch", Quiet)
-    full = EmulatedDevice(at(700), "power-limit", 0, 0)
+    full = EmulatedDevice(RunSpec("power-limit", at(700)), 0, 0)
     full.settle([0.1], [0.0], [1e9])
     full.close()
-    capped = EmulatedDevice(at(490), "power-limit", 0, 0)
+    capped = EmulatedDevice(RunSpec("power-limit", at(490)), 0, 0)
     meter = capped.meter(sample_power=True)
     meter.begin()
     times = capped.settle([0.5] * 3, [0.0] * 3, [1e9] * 3)  # real steps: slower, no matter
@@ -88,12 +89,12 @@ def test_a_limit_run_with_no_base_stored_measures_its_own_and_a_debug_slowdown_i
 ):
     monkeypatch.setattr(emulated_gpu, "LoadWatch", Quiet)
     ratio = clock_ratio(490)
-    capped = EmulatedDevice(at(490), "power-limit", 0, 0)
+    capped = EmulatedDevice(RunSpec("power-limit", at(490)), 0, 0)
     assert capped.measures  # nothing measured at the default limit yet
     times = capped.settle([0.3, 0.1], [0.0, 0.05], [0.0, 0.0])  # FLOPs unknown: per step
     assert times == pytest.approx([0.1 * ratio, 0.15 * ratio])
     capped.close()
-    again = EmulatedDevice(at(385), "power-limit", 0, 0)
+    again = EmulatedDevice(RunSpec("power-limit", at(385)), 0, 0)
     assert not again.measures and again.base["step_s"] == 0.1 and not again.base["at_default"]
     again.close()
 
@@ -101,11 +102,11 @@ def test_a_limit_run_with_no_base_stored_measures_its_own_and_a_debug_slowdown_i
 def test_steps_of_other_lengths_take_their_flops_share_of_the_base_rate(monkeypatch):
     monkeypatch.setattr(emulated_gpu, "LoadWatch", Quiet)
     ratio = clock_ratio(385)
-    full = EmulatedDevice(at(700), "data-parallel", 0, 0)
+    full = EmulatedDevice(RunSpec("data-parallel", at(700)), 0, 0)
     # the fastest rate: 0.1 s for 1e9 FLOPs (the 2e9-FLOP step ran at half of it)
     assert full.settle([0.1, 0.4], [0.0, 0.0], [1e9, 2e9]) == pytest.approx([0.1, 0.2])
     full.close()
-    capped = EmulatedDevice(at(385), "data-parallel", 0, 0)
+    capped = EmulatedDevice(RunSpec("data-parallel", at(385)), 0, 0)
     assert capped.settle([1.0, 1.0], [0.0, 0.0], [3e9, 5e8]) == pytest.approx(
         [0.3 * ratio, 0.05 * ratio]
     )
@@ -114,10 +115,11 @@ def test_steps_of_other_lengths_take_their_flops_share_of_the_base_rate(monkeypa
 
 
 def test_the_base_belongs_to_one_configuration_and_rank_whatever_its_limit():
-    assert base_key(at(700), "power-limit", 0) == base_key(at(385), "power-limit", 0)
-    assert base_key(at(700), "power-limit", 0) != base_key(at(700), "power-limit", 1)
-    assert base_key(at(700), "power-limit", 0) != base_key(
-        {**at(700), "model.size": "small"}, "power-limit", 0
+    full = RunSpec("power-limit", at(700))
+    assert base_key(full, 0) == base_key(RunSpec("power-limit", at(385)), 0)
+    assert base_key(full, 0) != base_key(full, 1)
+    assert base_key(full, 0) != base_key(
+        RunSpec("power-limit", {**at(700), "model.size": "small"}), 0
     )
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 import torch
 
 from greenbench.rank.worker import DistContext, steps_per_window
+from greenbench.settings.run import TrainSettings
 
 ONE_RANK = DistContext(
     rank=0, local_rank=0, world_size=1, device=torch.device("cpu"), dtype=torch.float32
 )
-SETTINGS = {"train.steps": 3, "train.min_window_s": 1.0, "train.max_steps": 200}
+SETTINGS = TrainSettings(steps=3, min_window_s=1.0, max_steps=200)
 
 
 def test_the_first_warm_up_step_does_not_size_the_window():

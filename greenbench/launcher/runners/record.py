@@ -92,7 +92,7 @@ def build_record(
         "versions": json.dumps(fingerprint.get("versions", {}), default=str),
     }
     record = replace(spec_record(spec, ctx.run_id), **(machine | own))
-    emulated = emulated_gpu.device_type(spec.settings)
+    emulated = emulated_gpu.device_type(emulated_gpu.emulated(spec))
     if emulated:
         record = replace(record, device_type=emulated)
     return record if ctx.limit is None else replace(record, **ctx.limit.row())

@@ -203,7 +203,9 @@ class IdlePower:
         if s.get("emulate.gpu"):  # the emulated GPUs' idle power, from their model
             from greenbench.rank import emulated_gpu
 
-            meter = emulated_gpu.meter(s, range(s["nproc"]), sample_power=False)
+            meter = emulated_gpu.meter(
+                emulated_gpu.emulated(spec), range(s["nproc"]), sample_power=False
+            )
         else:
             meter = select_meter(
                 s["device"],
