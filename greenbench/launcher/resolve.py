@@ -8,10 +8,26 @@ from __future__ import annotations
 
 import os
 from dataclasses import replace
+from typing import Any
 
+from greenbench.config import setting_of
 from greenbench.errors import DeviceUnavailable, KernelUnavailable, SpecError
+from greenbench.settings import EmulateSettings, ModelSettings, RunSettings, TrainSettings
 from greenbench.settings.runspec import RunSpec
 from greenbench.vocabulary import is_user_workload
+
+#: the settings resolved here, by the keys their sections declare
+DEVICE = setting_of(RunSettings, "device").key
+PRECISION = setting_of(RunSettings, "precision").key
+SCAN = setting_of(ModelSettings, "scan").key
+COMPILE = setting_of(TrainSettings, "compile").key
+LIGER = setting_of(ModelSettings, "liger").key
+QUOTA = setting_of(EmulateSettings, "rank_cpu_quota").key
+
+
+def _with(spec: RunSpec, values: dict[str, Any]) -> RunSpec:
+    """``spec`` with ``values`` (resolved settings, by key) written into its settings."""
+    return replace(spec, settings={**spec.settings, **values})
 
 
 def resolve_device(spec: RunSpec) -> RunSpec:
@@ -20,29 +36,30 @@ def resolve_device(spec: RunSpec) -> RunSpec:
     `greenbench.launcher.preflight.why_too_few_devices`.)"""
     import torch
 
-    s = dict(spec.settings)
-    if s.get("emulate.gpu") and s["device"] == "auto":
-        s["device"] = "cpu"  # its GPUs are emulated: CPU ranks stand in for them
+    c = spec.config
+    device, precision = c.run.device, c.run.precision
+    if c.emulate is not None and c.emulate.gpu and device == "auto":
+        device = "cpu"  # its GPUs are emulated: CPU ranks stand in for them
     has_cuda = torch.cuda.is_available()
-    if s["device"] == "auto":
-        s["device"] = "cuda" if has_cuda else "cpu"
-    if s["device"] == "cuda" and not has_cuda:
+    if device == "auto":
+        device = "cuda" if has_cuda else "cpu"
+    if device == "cuda" and not has_cuda:
         raise DeviceUnavailable(
             "--device cuda was asked but torch sees no CUDA device here "
             "(CPU-only torch build or no GPU); use --device cpu"
         )
-    if s["precision"] == "auto":
-        s["precision"] = "bf16" if s["device"] == "cuda" else "fp32"
-    return replace(spec, settings=s)
+    if precision == "auto":
+        precision = "bf16" if device == "cuda" else "fp32"
+    return _with(spec, {DEVICE: device, PRECISION: precision})
 
 
 def resolve_kernel(spec: RunSpec) -> RunSpec:
     """``model.scan`` as the backend that will run (``none`` for families without a scan)."""
     from greenbench.models import FAMILIES
 
-    s = dict(spec.settings)
-    s["model.scan"] = FAMILIES[s["model.family"]].resolve_kernel(s["model.scan"], s["device"])
-    return replace(spec, settings=s)
+    c = spec.config
+    scan = FAMILIES[c.model.family].resolve_kernel(c.model.scan, c.run.device)
+    return _with(spec, {SCAN: scan})
 
 
 #: strategies whose runs compile their blocks under ``train.compile: auto`` on CUDA (the ones
@@ -56,15 +73,15 @@ def resolve_compile(spec: RunSpec) -> RunSpec:
     reference runs stay eager, and compiling a tiny model costs more than it saves)."""
     from greenbench.models import FAMILIES
 
-    s = dict(spec.settings)
-    if s["train.compile"] == "auto":
-        on = (
-            s["device"] == "cuda"
-            and FAMILIES[s["model.family"]].compiled_by_default
-            and s["strategy"] in COMPILED_BY_DEFAULT
-        )
-        s["train.compile"] = "on" if on else "off"
-    return replace(spec, settings=s)
+    c = spec.config
+    if c.train.compile != "auto":
+        return _with(spec, {})
+    on = (
+        c.run.device == "cuda"
+        and FAMILIES[c.model.family].compiled_by_default
+        and c.run.strategy in COMPILED_BY_DEFAULT
+    )
+    return _with(spec, {COMPILE: "on" if on else "off"})
 
 
 def resolve_liger(spec: RunSpec) -> RunSpec:
@@ -75,25 +92,26 @@ def resolve_liger(spec: RunSpec) -> RunSpec:
     from greenbench.models import FAMILIES
     from greenbench.models.transformer.fused import liger_available, liger_runs_on
 
-    s = dict(spec.settings)
-    fits = FAMILIES[s["model.family"]].fused_kernels and s["strategy"] in COMPILED_BY_DEFAULT
-    if s["model.liger"] == "auto":
-        on = fits and s["device"] == "cuda" and liger_available()
-        s["model.liger"] = "on" if on else "off"
-    elif s["model.liger"] == "on":
+    c = spec.config
+    model, run = c.model, c.run
+    fits = FAMILIES[model.family].fused_kernels and run.strategy in COMPILED_BY_DEFAULT
+    if model.liger == "auto":
+        on = fits and run.device == "cuda" and liger_available()
+        return _with(spec, {LIGER: "on" if on else "off"})
+    if model.liger == "on":
         if not fits:
             raise SpecError(
                 "model.liger=on applies to the transformer family under strategy single, ddp or "
-                f"fsdp (got {s['model.family']} under {s['strategy']})"
+                f"fsdp (got {model.family} under {run.strategy})"
             )
         if not liger_available():
             raise KernelUnavailable("model.liger=on but liger-kernel is not installed")
-        if not liger_runs_on(s["device"]):
+        if not liger_runs_on(run.device):
             raise KernelUnavailable(
                 "model.liger=on: liger-kernel's kernels are Triton GPU kernels; on CPU they run "
                 "only under Triton's interpreter (TRITON_INTERPRET=1)"
             )
-    return replace(spec, settings=s)
+    return _with(spec, {})
 
 
 def resolve_quota(spec: RunSpec, cores: int | None = None) -> RunSpec:
@@ -101,11 +119,10 @@ def resolve_quota(spec: RunSpec, cores: int | None = None) -> RunSpec:
     has more ranks on the node than the node has cores (GPU ranks own their devices)."""
     from greenbench.launcher.cpu_quota import quota_wanted
 
-    s = dict(spec.settings)
+    c = spec.config
     cores = cores or os.cpu_count() or 1
-    wanted = s["device"] == "cpu" and quota_wanted(s["emulate.rank_cpu_quota"], s["nproc"], cores)
-    s["emulate.rank_cpu_quota"] = "on" if wanted else "off"
-    return replace(spec, settings=s)
+    wanted = c.run.device == "cpu" and quota_wanted(c.emulate.rank_cpu_quota, c.run.nproc, cores)
+    return _with(spec, {QUOTA: "on" if wanted else "off"})
 
 
 def resolve_spec(spec: RunSpec, cores: int | None = None) -> RunSpec:
@@ -116,10 +133,8 @@ def resolve_spec(spec: RunSpec, cores: int | None = None) -> RunSpec:
     from greenbench.launcher.runners.simulated import is_simulated
 
     if is_simulated(spec):
-        s = dict(spec.settings)
-        s["device"] = "cpu" if s["device"] == "auto" else s["device"]
-        s["emulate.rank_cpu_quota"] = "off"
-        spec = replace(spec, settings=s)
+        device = spec.config.run.device
+        spec = _with(spec, {DEVICE: "cpu" if device == "auto" else device, QUOTA: "off"})
     if is_user_workload(spec.workload):  # no model family: no kernel or liger to choose
         from greenbench.rank import user_run
 
