@@ -35,7 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from greenbench.config import read_section
+from greenbench.config import setting_of
 from greenbench.energy.power_limit import (
     DeviceLimits,
     LimitControl,
@@ -47,10 +47,12 @@ from greenbench.energy.power_limit import (
 from greenbench.hardware.machine import cache_dir
 from greenbench.rank import emulated_gpu
 from greenbench.rank.rank_meters import limit_requested
-from greenbench.settings.run import EmulateSettings
+from greenbench.settings import GpuSettings
 from greenbench.settings.runspec import RunSpec
 
 JOURNAL_NAME = "power-limits.json"
+#: the setting that holds the watts applied
+LIMIT_W = setting_of(GpuSettings, "power_limit_w").key
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,9 +78,10 @@ class LimitPlan:
         }
 
 
-def control_for(settings: dict[str, Any]) -> LimitControl:
-    """The limit control of a configuration's devices: the emulated GPU's, or the driver's."""
-    return LimitControl(emulated_gpu.library(read_section(EmulateSettings, settings).gpu))
+def control_for(emulated: str) -> LimitControl:
+    """The limit control of a configuration's devices: those of the ``emulated`` GPU type's
+    model, or ("") the driver's."""
+    return LimitControl(emulated_gpu.library(emulated))
 
 
 # ----------------------------------------------------------------------------- planning
@@ -90,28 +93,27 @@ def plan_limits(specs: list[RunSpec]) -> tuple[list[RunSpec], dict[int, LimitPla
     out: list[RunSpec] = []
     plans: dict[int, LimitPlan] = {}
     for i, spec in enumerate(specs):
-        s = spec.settings
-        if not limit_requested(spec.config.gpu):
+        c = spec.config
+        if not limit_requested(c.gpu):
             out.append(spec)
             continue
-        if s["device"] != "cuda" and not emulated_gpu.emulated(spec):
+        emulated = emulated_gpu.emulated(spec)
+        if c.run.device != "cuda" and not emulated:
             raise PowerLimitRefused(
                 f"{spec.name}: a GPU power limit needs GPUs, and this run's device is "
-                f"{s['device']} (run on --device cuda, or set emulate.gpu=h100 to try it on "
+                f"{c.run.device} (run on --device cuda, or set emulate.gpu=h100 to try it on "
                 "an emulated GPU)"
             )
-        indices = tuple(range(s["nproc"]))
-        with control_for(s) as control:
+        indices = tuple(range(c.run.nproc))
+        with control_for(emulated) as control:
             devices = control.read(indices)
             permission = control.permission()
         if not permission.may:
             raise PowerLimitRefused(f"{spec.name}: {permission.why}")
-        want = s["gpu.power_limit_w"] or s["gpu.power_limit_frac"] * devices[0].default_w
+        want = c.gpu.power_limit_w or c.gpu.power_limit_frac * devices[0].default_w
         watts, note = clip_w(want, devices)
-        plans[i] = LimitPlan(
-            indices, watts, devices[0].default_w, permission.via, emulated_gpu.emulated(spec), note
-        )
-        out.append(replace(spec, settings={**s, "gpu.power_limit_w": watts}))
+        plans[i] = LimitPlan(indices, watts, devices[0].default_w, permission.via, emulated, note)
+        out.append(replace(spec, settings={**spec.settings, LIMIT_W: watts}))
     return out, plans
 
 
@@ -245,7 +247,7 @@ def held_limit(
         yield held
         return
     journal = journal or Journal()
-    control = control_for(spec.settings)
+    control = control_for(emulated_gpu.emulated(spec))
     changed: list[DeviceLimits] = []
     try:
         with _signals_blocked():
@@ -319,7 +321,7 @@ def restore_stale(journal: Journal | None = None) -> list[str]:
         )
         emulated = entry.get("emulated") or ""
         try:
-            with control_for({"emulate.gpu": emulated}) as control:
+            with control_for(emulated) as control:
                 device = control.read_uuid(entry["uuid"])
                 if not emulated:
                     permission = control.permission()

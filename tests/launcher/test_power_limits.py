@@ -159,7 +159,7 @@ def test_a_device_left_changed_by_a_dead_run_is_refused_until_restored(nvml):
     """Recording its changed limit as the original would lose the real one."""
     spec, plan = hold(cuda_spec(**{"gpu.power_limit_w": 400.0}))
     journal = Journal()
-    journal.record(power_limits.control_for(spec.settings).read([0])[0], 400, "nvml", "")
+    journal.record(power_limits.control_for(spec.config.emulate.gpu).read([0])[0], 400, "nvml", "")
     entries = journal.entries()
     entries[0]["pid"] = dead_pid()
     journal.path.write_text(json.dumps(entries))
@@ -177,7 +177,7 @@ def dead_pid() -> int:
 def test_an_unrestorable_entry_says_what_to_do(nvml, tmp_path, monkeypatch):
     spec, _ = hold(cuda_spec(**{"gpu.power_limit_w": 400.0}))
     journal = Journal()
-    journal.record(power_limits.control_for(spec.settings).read([0])[0], 400, "nvml", "")
+    journal.record(power_limits.control_for(spec.config.emulate.gpu).read([0])[0], 400, "nvml", "")
     entries = journal.entries()
     entries[0]["pid"] = dead_pid()
     journal.path.write_text(json.dumps(entries))
