@@ -42,16 +42,16 @@ def threads_per_rank(nproc: int) -> int:
 def worker_command(
     spec: RunSpec, spec_file: Path, out_dir: Path, rdzv: dict[str, Any] | None = None
 ) -> list[str]:
-    s = spec.settings
+    run = spec.config.run
     worker = ["-m", "greenbench.rank.worker", "--spec", str(spec_file), "--out", str(out_dir)]
-    if s["nproc"] * s["nnodes"] == 1:
+    if run.nproc * run.nnodes == 1:
         return [sys.executable, *worker]
     cmd = [
         sys.executable,
         "-m",
         "torch.distributed.run",
-        f"--nproc-per-node={s['nproc']}",
-        f"--nnodes={s['nnodes']}",
+        f"--nproc-per-node={run.nproc}",
+        f"--nnodes={run.nnodes}",
         # each rank's output also goes to a file of its own, so a failure names its lines
         f"--log-dir={out_dir / RANK_LOGS}",
         "--tee=3",
@@ -99,13 +99,14 @@ def execute(
     or warns, its worker logs (torchrun's output, each rank's own output, error reports) are
     copied to ``keep_logs`` before the temporary folder goes.
     """
-    timeout_s = spec.settings["timeout_s"]
+    run = spec.config.run
+    timeout_s = run.timeout_s
     with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
         out = Path(tmp)
         spec_file = out / "spec.json"
         spec_file.write_text(spec.to_json())
         env = dict(os.environ)
-        env["OMP_NUM_THREADS"] = str(threads_per_rank(spec.settings["nproc"]))
+        env["OMP_NUM_THREADS"] = str(threads_per_rank(run.nproc))
         env["PYTHONUNBUFFERED"] = "1"
         env["PYTHONFAULTHANDLER"] = "1"  # a native crash prints every thread's Python stack
         warnings: list[str] = []
@@ -168,10 +169,11 @@ def execute(
 def rank_quotas(spec: RunSpec) -> Iterator[RankQuotas | None]:
     """This node's per-rank CPU quota groups while the configuration runs, when the spec's
     resolved ``emulate.rank_cpu_quota`` is on (None otherwise); removed on every exit path."""
-    if spec.settings["emulate.rank_cpu_quota"] != "on":
+    c = spec.config
+    if c.emulate.rank_cpu_quota != "on":
         yield None
         return
-    with RankQuotas(spec.settings["nproc"]) as quotas:
+    with RankQuotas(c.run.nproc) as quotas:
         yield quotas
 
 
@@ -230,8 +232,9 @@ def rank_log(out: Path, rank: int | None) -> Path | None:
 
 def _nproc(out: Path) -> int:
     try:
-        return int(json.loads((out / "spec.json").read_text())["settings"]["nproc"])
-    except (OSError, KeyError, ValueError, json.JSONDecodeError):
+        spec = RunSpec.from_dict(json.loads((out / "spec.json").read_text()))
+        return int(spec.config.run.nproc)
+    except (OSError, KeyError, TypeError, ValueError, AttributeError):
         return 1
 
 

@@ -144,7 +144,7 @@ def run_specs(
             emit("skip", spec, {})
             continue
         run_id = opts.run_ids[i] if opts.run_ids else new_run_id()
-        carbon = carbon_intensity_g_per_kwh(spec["energy.region"])
+        carbon = carbon_intensity_g_per_kwh(spec.config.energy.region)
         ctx = RunContext(
             run_id, fingerprint, carbon, peaks[i], limit=limits.get(i), rdzv=opts.rdzv,
             logs_dir=logs_dir_for(db_path) / run_id,

@@ -26,47 +26,45 @@ def need_of(spec: RunSpec) -> Need:
     from greenbench.models import model_info
     from greenbench.models.flops import flops_per_token
 
-    s = spec.settings
-    info = model_info(s["model.family"], s["model.size"])
+    c = spec.config
+    run, data, train = c.run, c.data, c.train
+    info = model_info(c.model.family, c.model.size)
     layout = spec.layout
-    rng = np.random.default_rng([s["seed"], 0])
-    sample = min(s["data.global_batch"], 4096)  # enough for the mean, bounded for any batch
-    lengths = sample_lengths(
-        s["data.lengths"], sample, rng, seq_len=s["data.seq_len"], scale=s["data.scale"]
-    )
-    tokens_per_step = float(lengths.mean()) * s["data.global_batch"]
+    rng = np.random.default_rng([run.seed, 0])
+    sample = min(data.global_batch, 4096)  # enough for the mean, bounded for any batch
+    lengths = sample_lengths(data.lengths, sample, rng, seq_len=data.seq_len, scale=data.scale)
+    tokens_per_step = float(lengths.mean()) * data.global_batch
     return Need(
         n_params=info.n_params,
         n_layers=info.n_layers,
         d_model=info.d_model,
         vocab_size=info.vocab_size,
-        flops_per_token=flops_per_token(info, s["data.seq_len"]),
+        flops_per_token=flops_per_token(info, data.seq_len),
         world=layout.world,
-        ranks_per_node=s["nproc"],
+        ranks_per_node=run.nproc,
         shards=layout.dp_shard * layout.cp * layout.tp * layout.pp,
         pp=layout.pp,
         cp=layout.cp,
-        micro_batch=s["data.micro_batch"],
-        seq_len=s["data.seq_len"],
+        micro_batch=data.micro_batch,
+        seq_len=data.seq_len,
         tokens_per_step=tokens_per_step,
-        activation_bytes=2 if s["precision"] == "bf16" else 4,
-        warmup_steps=s["train.warmup_steps"],
-        repeats=s["repeats"],
-        steps=s["train.steps"],
-        max_steps=s["train.max_steps"],
-        min_window_s=s["train.min_window_s"],
+        activation_bytes=2 if run.precision == "bf16" else 4,
+        warmup_steps=train.warmup_steps,
+        repeats=run.repeats,
+        steps=train.steps,
+        max_steps=train.max_steps,
+        min_window_s=train.min_window_s,
     )
 
 
 def memory_available(spec: RunSpec) -> tuple[float, str]:
     """(bytes the ranks of one node can use, what that is) on this machine."""
-    if spec.settings["device"] == "cuda":
+    run = spec.config.run
+    if run.device == "cuda":
         import torch
 
         per_gpu = torch.cuda.get_device_properties(0).total_memory
-        return float(per_gpu) * spec.settings[
-            "nproc"
-        ], f"{spec.settings['nproc']} × {gib(per_gpu)} GPU memory"
+        return float(per_gpu) * run.nproc, f"{run.nproc} × {gib(per_gpu)} GPU memory"
     import psutil
 
     available = psutil.virtual_memory().available
@@ -86,20 +84,20 @@ def devices_here(device: str, limit: int | None = None) -> int | None:
 
 def why_too_few_devices(spec: RunSpec, limit: int | None = None) -> str | None:
     """The reason ``spec``'s ranks cannot each have a device of this node, or None."""
-    s = spec.settings
-    have = devices_here(s["device"], limit)
-    if have is None or s["nproc"] <= have:
+    run = spec.config.run
+    have = devices_here(run.device, limit)
+    if have is None or run.nproc <= have:
         return None
-    what = "CUDA device(s) visible" if s["device"] == "cuda" else "device(s) lent (--devices)"
-    if s["device"] == "cuda" and limit is not None:
+    what = "CUDA device(s) visible" if run.device == "cuda" else "device(s) lent (--devices)"
+    if run.device == "cuda" and limit is not None:
         what = "CUDA device(s) lent (--devices, or those visible)"
-    return f"needs {s['nproc']} device(s) per node, {have} {what}"
+    return f"needs {run.nproc} device(s) per node, {have} {what}"
 
 
 def why_it_cannot_fit(spec: RunSpec, peak_flops: float | None) -> str | None:
     """The reason ``spec`` cannot run here, with the estimates, or None when it may fit (or
     when nothing can be estimated: a user workload's model is its own)."""
-    if "model.family" not in spec.settings:
+    if spec.config.model is None:
         return None
     need = need_of(spec)
     wanted = need.memory_bytes_per_node()
@@ -112,7 +110,7 @@ def why_it_cannot_fit(spec: RunSpec, peak_flops: float | None) -> str | None:
         )
     if peak_flops:
         seconds = need.run_seconds(peak_flops)
-        timeout_s = spec.settings["timeout_s"]
+        timeout_s = spec.config.run.timeout_s
         if seconds > timeout_s:
             return (
                 f"needs at least {duration(seconds)} even at 100 % of the device peak "
@@ -145,20 +143,21 @@ def check_energy_sources(specs: list[RunSpec]) -> None:
 
     seen = set()
     for spec in specs:
-        s = spec.settings
-        pair = (s["device"], s["energy.source"])
-        if s["energy.source"] == "auto" or pair in seen:
+        c = spec.config
+        device, source, nproc = c.run.device, c.energy.source, c.run.nproc
+        pair = (device, source)
+        if source == "auto" or pair in seen:
             continue
         seen.add(pair)
-        if s["energy.source"] == "nvml" and s["device"] == "cpu":
+        if source == "nvml" and device == "cpu":
             raise MeterUnavailable(
                 "--energy-source nvml reads GPUs, but this run's device is cpu (it owns no GPU); "
                 "use rapl, zeus or auto for a CPU run"
             )
         meter = select_meter(
-            s["device"],
-            s["energy.source"],
-            gpu_indices=list(range(s["nproc"])) if s["device"] == "cuda" else [],
+            device,
+            source,
+            gpu_indices=list(range(nproc)) if device == "cuda" else [],
             local_rank=0,
         )
         meter.close()
@@ -172,8 +171,8 @@ def check_node_meters(specs: list[RunSpec]) -> None:
 
     seen: set[tuple[str, str]] = set()
     for spec in specs:
-        s = spec.settings
-        key = (s.get("energy.node", "off"), s.get("energy.redfish_url", ""))
+        energy = spec.config.energy
+        key = ("off", "") if energy is None else (energy.node, energy.redfish_url)
         if key[0] not in ("ipmi", "redfish") or key in seen:
             continue
         seen.add(key)

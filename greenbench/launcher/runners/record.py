@@ -26,7 +26,8 @@ if TYPE_CHECKING:
 
 def spec_record(spec: RunSpec, run_id: str) -> RunRecord:
     """The record of ``spec``'s run ``run_id`` as its spec alone fills it, started now."""
-    s = spec.settings
+    c = spec.config
+    model, data = c.model, c.data  # None for a user workload
     return RunRecord(
         run_id=run_id,
         suite=spec.suite,
@@ -34,18 +35,18 @@ def spec_record(spec: RunSpec, run_id: str) -> RunRecord:
         config_name=spec.name,
         config_key=spec_key(spec),
         config=json.dumps(spec.to_dict(), sort_keys=True),
-        model_family=s.get("model.family"),
-        model_size=s.get("model.size"),
-        strategy=s["strategy"],
+        model_family=model.family if model is not None else None,
+        model_size=model.size if model is not None else None,
+        strategy=c.run.strategy,
         layout=spec.layout,
-        rank_cpu_quota=s["emulate.rank_cpu_quota"] == "on",
-        device=s["device"],
-        nproc=s["nproc"],
-        nnodes=s["nnodes"],
-        precision=s["precision"],
-        seq_len=s.get("data.seq_len"),
-        lengths=s.get("data.lengths"),
-        region=s["energy.region"],
+        rank_cpu_quota=c.emulate.rank_cpu_quota == "on",
+        device=c.run.device,
+        nproc=c.run.nproc,
+        nnodes=c.run.nnodes,
+        precision=c.run.precision,
+        seq_len=data.seq_len if data is not None else None,
+        lengths=data.lengths if data is not None else None,
+        region=c.energy.region,
         label=spec.label,
         started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
     )
@@ -54,18 +55,18 @@ def spec_record(spec: RunSpec, run_id: str) -> RunRecord:
 def model_kernels(spec: RunSpec, optimizer: str | None = None) -> dict[str, str]:
     """The kernels that run ``spec``'s model, by role: its family's (none for a user
     workload), the ``optimizer`` step's when one runs, and liger's when ``model.liger`` is on."""
-    s = spec.settings
+    c = spec.config
     kernels: dict[str, str] = {}
     if not is_user_workload(spec.workload):
         from greenbench.models import FAMILIES
 
-        kernels = FAMILIES[s["model.family"]].kernels_used(s["model.scan"])
+        kernels = FAMILIES[c.model.family].kernels_used(c.model.scan)
     if optimizer is not None:
         kernels["optimizer"] = optimizer
-    if s.get("model.liger") == "on":
+    if c.model is not None and c.model.liger == "on":
         from greenbench.models.transformer.fused import liger_parts
 
-        kernels |= liger_parts(s["device"])
+        kernels |= liger_parts(c.run.device)
     return kernels
 
 

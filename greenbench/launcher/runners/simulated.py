@@ -89,18 +89,18 @@ class Iteration:
 
 def is_simulated(spec: RunSpec) -> bool:
     """Whether ``spec`` is simulated rather than run on devices."""
-    s = spec.settings
-    return s.get("strategy") == "skippipe" and s.get("skippipe.mode") == "simulate"
+    c = spec.config
+    return c.run.strategy == "skippipe" and c.skippipe is not None and c.skippipe.mode == "simulate"
 
 
 def stage_counts(spec: RunSpec) -> tuple[int, ...]:
     """Nodes per stage (``skippipe.stages``, validated by the spec)."""
-    return tuple(int(p) for p in str(spec["skippipe.stages"]).split("-") if p.strip())
+    return tuple(int(p) for p in str(spec.config.skippipe.stages).split("-") if p.strip())
 
 
 def device_type(spec: RunSpec) -> str:
     """What a simulated run ran on: ``simulated:<network>``."""
-    return f"simulated:{spec['skippipe.network']}"
+    return f"simulated:{spec.config.skippipe.network}"
 
 
 def record_fields(spec: RunSpec) -> dict[str, Any]:
@@ -109,7 +109,7 @@ def record_fields(spec: RunSpec) -> dict[str, Any]:
     published network's layout: ``pp`` its stages (6), its 20 nodes the devices (module
     docstring)."""
     fields: dict[str, Any] = {"simulated": True, "nproc": sum(stage_counts(spec)), "nnodes": 1}
-    if spec["skippipe.network"] == "gcp12":
+    if spec.config.skippipe.network == "gcp12":
         stages = Layout(pp=len(stage_counts(spec)))  # 6 stages over 20 nodes: not the spec's ranks
         fields |= {"model_size": "published", "seq_len": PUBLISHED_SEQ_LEN, "layout": stages}
     return fields
@@ -118,7 +118,7 @@ def record_fields(spec: RunSpec) -> dict[str, Any]:
 def energy_note(spec: RunSpec) -> str:
     """What every simulated repeat's energy is, in words."""
     return (
-        f"simulated on skippipe.network={spec['skippipe.network']}: modelled energy, each "
+        f"simulated on skippipe.network={spec.config.skippipe.network}: modelled energy, each "
         f"node's simulated busy seconds at {ASSUMED_BUSY_W:g} W and idle seconds at "
         f"{ASSUMED_IDLE_W:g} W (assumed watts, not measured); no model ran, so loss, FLOPs, MFU "
         "and memory are unknown"
@@ -134,29 +134,30 @@ def _local_iterations(spec: RunSpec) -> list[Iteration]:
         run_costs,
     )
 
-    s = spec.settings
-    info = model_info(s["model.family"], s["model.size"])
-    costs = run_costs(spec.config.skippipe, spec.config.data, info, info.n_layers)
-    microbatches = s["data.global_batch"] // s["data.micro_batch"]
-    per_microbatch = s["data.micro_batch"] * s["data.seq_len"]
-    failed, warmup = s["skippipe.fail_node"], s["train.warmup_steps"]
+    c = spec.config
+    sp, data = c.skippipe, c.data
+    info = model_info(c.model.family, c.model.size)
+    costs = run_costs(sp, data, info, info.n_layers)
+    microbatches = data.global_batch // data.micro_batch
+    per_microbatch = data.micro_batch * data.seq_len
+    failed, warmup = sp.fail_node, c.train.warmup_steps
     done: dict[frozenset[int], Iteration] = {}
     out = []
-    for step in range(s["train.steps"]):
+    for step in range(c.train.steps):
         index = warmup + step  # the runner counts its warm-up steps too
-        gone = frozenset({failed} if failed >= 0 and index >= s["skippipe.fail_step"] else ())
+        gone = frozenset({failed} if failed >= 0 and index >= sp.fail_step else ())
         if gone not in done:
             plan = make_plan(
                 stage_counts(spec),
                 microbatches=microbatches,
-                skip=s["skippipe.skip"],
-                schedule=s["skippipe.schedule"],
-                seed=s["seed"],
+                skip=sp.skip,
+                schedule=sp.schedule,
+                seed=c.run.seed,
                 removed=set(gone),
                 costs=costs,
             )
             topology, ranks = local_topology(plan.stage_nodes, costs)
-            schedule = as_schedule(plan, ranks, s["skippipe.schedule"])
+            schedule = as_schedule(plan, ranks, sp.schedule)
             tokens = {r: per_microbatch * plan.data_node.count(r) for r in ranks}
             done[gone] = _iteration(schedule, topology, ranks, tokens)
         out.append(done[gone])
@@ -164,21 +165,22 @@ def _local_iterations(spec: RunSpec) -> list[Iteration]:
 
 
 def _published_iteration(spec: RunSpec) -> Iteration:
-    s = spec.settings
+    c = spec.config
+    sp = c.skippipe
     topology = published_topology()
-    slow = {int(p) for p in str(s["emulate.slow_nodes"]).split("-") if p.strip()}
+    slow = {int(p) for p in str(sp.slow_nodes).split("-") if p.strip()}
     if slow:
-        factor = float(s["emulate.slowdown"])
+        factor = float(sp.slowdown)
         nodes = tuple(replace(n, slowdown=factor) if n.id in slow else n for n in topology.nodes)
         topology = replace(topology, nodes=nodes)
     per_data_node = PUBLISHED_MICROBATCHES_PER_DATA_NODE
-    shape = IterationShape.from_skip_ratio(topology.n_stages, s["skippipe.skip"], per_data_node)
-    if s["skippipe.schedule"] == "full":
+    shape = IterationShape.from_skip_ratio(topology.n_stages, sp.skip, per_data_node)
+    if sp.schedule == "full":
         schedule = scheduler.full_pipeline(topology, per_data_node)
-    elif s["skippipe.schedule"] == "random":
-        schedule = scheduler.random_skip(topology, shape, seed=s["seed"])
+    elif sp.schedule == "random":
+        schedule = scheduler.random_skip(topology, shape, seed=c.run.seed)
     else:
-        schedule = scheduler.skippipe(topology, shape, seed=s["seed"])
+        schedule = scheduler.skippipe(topology, shape, seed=c.run.seed)
     ranks = tuple(range(len(topology.nodes)))
     per_microbatch = PUBLISHED_SAMPLES_PER_MICROBATCH * PUBLISHED_SEQ_LEN
     tokens = {d: 0 for d in ranks}
@@ -198,8 +200,9 @@ def _iteration(
 def iterations(spec: RunSpec) -> list[Iteration]:
     """The simulated iterations of one repeat's window (``train.steps`` of them)."""
     try:
-        if spec["skippipe.network"] == "gcp12":
-            return [_published_iteration(spec)] * spec["train.steps"]
+        c = spec.config
+        if c.skippipe.network == "gcp12":
+            return [_published_iteration(spec)] * c.train.steps
         return _local_iterations(spec)
     except (RuntimeError, ValueError) as exc:
         raise SimulationFailed(f"{spec.name}: cannot simulate: {exc}") from None
@@ -259,7 +262,7 @@ def simulate_run(spec: RunSpec, *, carbon_g_per_kwh: float | None) -> RunOutcome
     note = energy_note(spec)
     repeats: list[RepeatResult] = []
     ranks: list[RankResult] = []
-    for k in range(spec["repeats"]):
+    for k in range(spec.config.run.repeats):
         rows = rank_results(spec, steps, k)
         repeat = aggregate_repeat(
             rows,

@@ -41,7 +41,8 @@ class TorchrunRunner:
         return True
 
     def shape(self, spec: RunSpec) -> Shape:
-        return Shape(spec.settings["nnodes"], spec.settings["nproc"], launches_ranks=True)
+        run = spec.config.run
+        return Shape(run.nnodes, run.nproc, launches_ranks=True)
 
     def peak(self, spec: RunSpec) -> Peak:
         return Peak(*peak_flops_for(spec))
@@ -54,7 +55,7 @@ class TorchrunRunner:
     def record(self, spec: RunSpec, ctx: RunContext) -> RunRecord:
         from greenbench.rank.worker import optimizer_kernel
 
-        kernels = model_kernels(spec, optimizer_kernel(spec.settings["device"]))
+        kernels = model_kernels(spec, optimizer_kernel(spec.config.run.device))
         own: dict[str, Any] = {}
         if is_user_workload(spec.workload):  # the columns a built-in model and data fill
             own = user_run.record_fields(spec, ctx.fingerprint.get("versions", {}))
@@ -89,12 +90,12 @@ def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
     """(peak FLOP/s per device, where it came from, device type name) for MFU."""
     from greenbench.hardware import cpu_peak, gpus, machine
 
-    s = spec.settings
-    if s["device"] == "cuda":
+    run = spec.config.run
+    if run.device == "cuda":
         import torch
 
         name = torch.cuda.get_device_name(0)
-        found = gpus.gpu_peak_flops(name, s["precision"])
+        found = gpus.gpu_peak_flops(name, run.precision)
         if found is None:
             return None, None, name
         return found[0], found[1], name
@@ -106,7 +107,7 @@ def trusted_peak(spec: RunSpec, peak: float | None) -> float | None:
     """``peak`` when a time estimate may rest on it: a datasheet figure, or a CPU calibration
     taken on a quiet machine. One taken under load comes out low and would overstate the
     time a run needs, so the up-front time check is skipped rather than trusted to it."""
-    if peak is None or spec.settings["device"] == "cuda":
+    if peak is None or spec.config.run.device == "cuda":
         return peak
     from greenbench.hardware import cpu_peak
 
@@ -118,9 +119,9 @@ def _cpu_peak_args(spec: RunSpec) -> tuple[int, Any]:
     """(intra-op threads per rank, torch dtype) the CPU peak of ``spec`` is calibrated for."""
     import torch
 
-    s = spec.settings
-    dtype = torch.bfloat16 if s["precision"] == "bf16" else torch.float32
-    return threads_per_rank(s["nproc"]), dtype
+    run = spec.config.run
+    dtype = torch.bfloat16 if run.precision == "bf16" else torch.float32
+    return threads_per_rank(run.nproc), dtype
 
 
 def aggregate_checked(
@@ -157,7 +158,7 @@ def aggregate_checked(
                 carbon_g_per_kwh=carbon_g_per_kwh,
                 idle_sample_note=idle_sample_note,
             )
-            for k in range(spec.settings["repeats"])
+            for k in range(spec.config.run.repeats)
         ]
 
     repeats = aggregate(peak)
@@ -193,32 +194,30 @@ class IdlePower:
     def get(self, spec: RunSpec) -> tuple[float | None, str]:
         """(idle watts or None, why the sample is unreliable or "")."""
         from greenbench.energy import select_meter
+        from greenbench.rank import emulated_gpu
 
-        s = spec.settings
-        if s["energy.idle_s"] <= 0:
+        c = spec.config
+        run, energy, emulated = c.run, c.energy, emulated_gpu.emulated(spec)
+        if energy.idle_s <= 0:
             return None, ""
-        key = (s["device"], s["energy.source"], s.get("emulate.gpu", ""))
+        key = (run.device, energy.source, emulated)
         if key in self._cache:
             return self._cache[key], ""
-        if s.get("emulate.gpu"):  # the emulated GPUs' idle power, from their model
-            from greenbench.rank import emulated_gpu
-
-            meter = emulated_gpu.meter(
-                emulated_gpu.emulated(spec), range(s["nproc"]), sample_power=False
-            )
+        if emulated:  # the emulated GPUs' idle power, from their model
+            meter = emulated_gpu.meter(emulated, range(run.nproc), sample_power=False)
         else:
             meter = select_meter(
-                s["device"],
-                None if s["energy.source"] == "auto" else s["energy.source"],
-                gpu_indices=list(range(s["nproc"])) if s["device"] == "cuda" else [],
+                run.device,
+                None if energy.source == "auto" else energy.source,
+                gpu_indices=list(range(run.nproc)) if run.device == "cuda" else [],
                 local_rank=0,
             )
         try:
             with ContentionWatch() as watch:
-                watts = meter.idle_power_w(s["energy.idle_s"])
+                watts = meter.idle_power_w(energy.idle_s)
         finally:
             meter.close()
-        if watch.contended and not s.get("emulate.gpu"):
+        if watch.contended and not emulated:
             return watts, f"idle power sampled while {watch.seen}"
         self._cache[key] = watts
         return watts, ""
@@ -240,10 +239,10 @@ def measure(
     with ContentionWatch() as watch:
         execution = execute(spec, rdzv, keep_logs=keep_logs)
     ranks = execution.ranks
-    s = spec.settings
+    run = spec.config.run
     repeats, peak_flops = aggregate_checked(
         spec, ranks, peak[0], peak[1],
-        n_devices=s["nproc"] * s["nnodes"], idle_power_w=idle_w,
+        n_devices=run.nproc * run.nnodes, idle_power_w=idle_w,
         carbon_g_per_kwh=carbon_g_per_kwh, idle_sample_note=idle_why,
     )  # fmt: skip
     if is_user_workload(spec.workload):
