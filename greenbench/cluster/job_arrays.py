@@ -71,10 +71,10 @@ def uses_gpus(spec: RunSpec) -> bool:
     """Whether ``spec``'s ranks each want a GPU of the node: a run on cuda, or on ``auto`` (a
     cluster's nodes are taken to have GPUs; say ``--device cpu`` for CPU nodes). Simulated
     runs and those on emulated GPUs run on CPU ranks."""
-    s = spec.settings
-    if not runner_for(spec).shape(spec).launches_ranks or s.get("emulate.gpu"):
+    c = spec.config
+    if not runner_for(spec).shape(spec).launches_ranks or (c.emulate is not None and c.emulate.gpu):
         return False
-    return s["device"] in ("cuda", "auto")
+    return c.run.device in ("cuda", "auto")
 
 
 def needs(spec: RunSpec) -> tuple[int, int, int]:
