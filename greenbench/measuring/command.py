@@ -37,12 +37,14 @@ from greenbench.errors import SpecError
 from greenbench.measuring.record import (
     PROCESS_NOTE,
     PROCESS_STRATEGY,
+    by_key,
     check_name,
     device_type,
     run_record,
     store_run,
 )
 from greenbench.results import RankResult
+from greenbench.settings import EnergySettings, RunSettings
 
 TOKENS_ENV = "GREENBENCH_TOKENS_FILE"
 
@@ -157,12 +159,8 @@ def measure_command(
     settings = {
         "measure.scope": "process",
         "measure.command": command,
-        "device": device,
-        "precision": "unknown",
-        "nproc": 1,
-        "nnodes": 1,
-        "energy.source": energy_source,
-        "energy.region": region,
+        **by_key(RunSettings, device=device, precision="unknown", nproc=1, nnodes=1),
+        **by_key(EnergySettings, source=energy_source, region=region),
     }
     record = run_record(
         run_id=new_run_id(),

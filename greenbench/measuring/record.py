@@ -24,9 +24,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from greenbench.config import setting_of
 from greenbench.errors import SpecError
 from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
-from greenbench.settings import identity_of
+from greenbench.settings import SCHEMA, identity_of
 from greenbench.vocabulary import (
     OWN_LOOP_STRATEGY,
     WHOLE_PROCESS_STRATEGY,
@@ -42,6 +43,12 @@ PROCESS_NOTE = (
 )
 #: ``runs.model_family`` and ``runs.lengths`` of what greenbench did not build
 USER_FAMILY = "user"
+
+
+def by_key(section: type, **values: Any) -> dict[str, Any]:
+    """``values`` of ``section``'s settings (by field name) under the keys it declares: the
+    settings a measurement stores with its run."""
+    return {setting_of(section, name).key: value for name, value in values.items()}
 
 
 def check_name(name: str) -> str:
@@ -68,7 +75,9 @@ def run_record(
     """The run record of a measurement; ``settings`` hold ``device``, ``nproc``, ``nnodes``,
     ``precision`` and ``energy.region`` beside what defines it."""
     s = dict(settings)
-    world = int(s["nproc"]) * int(s["nnodes"])
+    config = SCHEMA.config(s)
+    run = config.run
+    world = int(run.nproc) * int(run.nnodes)
     return RunRecord(
         run_id=run_id,
         suite=None,
@@ -86,14 +95,14 @@ def run_record(
         layout=Layout(dp_replicate=world),  # ranks side by side: the user's own parallelism
         kernels={},
         rank_cpu_quota=False,
-        device=s["device"],
+        device=run.device,
         device_type=device_type,
-        nproc=s["nproc"],
-        nnodes=s["nnodes"],
-        precision=s["precision"],
+        nproc=run.nproc,
+        nnodes=run.nnodes,
+        precision=run.precision,
         seq_len=0,
         lengths=USER_FAMILY,
-        region=s["energy.region"],
+        region=config.energy.region,
         carbon_intensity_g_per_kwh=carbon_g_per_kwh,
         label=label,
         git_sha=fingerprint.get("git_sha"),

@@ -348,19 +348,23 @@ class Measurement:
 
     def _store(self, ranks: list[RankResult], status: str = "ok", error: str | None = None) -> str:
         from greenbench.hardware.fingerprint import fingerprint
-        from greenbench.measuring.record import device_type
+        from greenbench.measuring.record import by_key, device_type
+        from greenbench.settings import EnergySettings, RunSettings, TrainSettings
         from greenbench.store import new_run_id
 
-        settings = {
-            "measure.scope": "window",
-            "device": self.device,
-            "precision": self.precision,
-            "nproc": self.nproc,
-            "nnodes": max(1, self.world // self.nproc),
-            "train.warmup_steps": self.warmup_steps,
-            "energy.source": self.energy_source,
-            "energy.region": self.region,
-        } | {f"user.{k}": v for k, v in sorted(self.settings.items())}
+        settings = (
+            {"measure.scope": "window"}
+            | by_key(
+                RunSettings,
+                device=self.device,
+                precision=self.precision,
+                nproc=self.nproc,
+                nnodes=max(1, self.world // self.nproc),
+            )
+            | by_key(TrainSettings, warmup_steps=self.warmup_steps)
+            | by_key(EnergySettings, source=self.energy_source, region=self.region)
+            | {f"user.{k}": v for k, v in sorted(self.settings.items())}
+        )
         own = " ".join(f"{k}={v}" for k, v in sorted(self.settings.items()))
         record = run_record(
             run_id=new_run_id(),
