@@ -13,7 +13,7 @@ answered within the goal of 5 s, and the first line of its answer (exit 0) or it
 * 1,000,000,007 (a prime): only one-degree layouts, none valid, refused;
 * a 23-digit count: above the 2^30 devices a plan is made for, refused.
 
-The search (`greenbench.plan.search`) used to enumerate every ordered factorisation of the
+The search (`greenbench.planner.search`) used to enumerate every ordered factorisation of the
 count, looping up to the count itself: 5.4 s for 2^20, 561 s for 1,000,000,007, and no answer
 for the 23-digit count. Nothing is asserted here: the times are printed against the goal.
 

@@ -1,7 +1,7 @@
 """How far the planner is from what this host measured, on runs it was not calibrated on.
 
 Reads the ok CPU runs stored for this host in a results database, calibrates the planner
-(`greenbench.plan.calibrate.fit`: per-core sustained FLOP/s, gloo's α and β) on a subset — by
+(`greenbench.planner.calibrate.fit`: per-core sustained FLOP/s, gloo's α and β) on a subset — by
 default the data-parallel and tensor-parallel layouts (and single ranks) of one model size — and
 scores every other stored run: pipeline, context-parallel and mixed layouts, and other sizes.
 For each it prints, all from this one database:
@@ -26,7 +26,7 @@ For each it prints, all from this one database:
 
 The runs it reads come from ``greenbench run`` (e.g. ``--workload data-parallel``, and the
 hybrid layouts with ``--set strategy=hybrid --set layout.tp=2``); nothing is run here. The
-device is `greenbench.plan.host`: each rank its share of this host's cores.
+device is `greenbench.planner.host`: each rank its share of this host's cores.
 """
 
 from __future__ import annotations
@@ -44,10 +44,10 @@ from typing import Any
 
 from greenbench.errors import GreenbenchError
 from greenbench.models import FAMILIES, model_preset
-from greenbench.plan.calibrate import fit, stored_runs
-from greenbench.plan.device import Calibration
-from greenbench.plan.host import HOST, host_device, host_facts
-from greenbench.plan.measured import Measured, measured
+from greenbench.planner.calibrate import fit, stored_runs
+from greenbench.planner.device import Calibration
+from greenbench.planner.host import HOST, host_device, host_facts
+from greenbench.planner.measured import Measured, measured
 from greenbench.vocabulary import Layout
 
 GOALS = {"step time": 0.25, "memory": 0.15}  #: median absolute error, from the hybrid issue

@@ -2,7 +2,7 @@
 SkipPipe without collision avoidance and SkipPipe, at 20 nodes / 6 stages / 33 % skip on the
 12-region GCP latency/bandwidth matrix, beside the published simulated times.
 
-Every schedule comes from `greenbench.plan.skippipe.scheduler` and is timed by its simulator
+Every schedule comes from `greenbench.planner.skippipe.scheduler` and is timed by its simulator
 (docs/skippipe.md); nothing runs on a device. Each runs the iteration's 30 microbatches (5 data
 nodes × 6, 2 samples each). SkipPipe's own simulator ran its full-pipeline baseline on the 3
 pipeline heads only, 9 microbatches each (27); that run is printed too, beside its published
@@ -28,14 +28,14 @@ import sys
 import time
 from dataclasses import dataclass
 
-from greenbench.plan.skippipe.schedule import IterationShape, Schedule, validate
-from greenbench.plan.skippipe.scheduler import (
+from greenbench.planner.skippipe.schedule import IterationShape, Schedule, validate
+from greenbench.planner.skippipe.scheduler import (
     BUILDERS,
     full_pipeline,
     full_shape,
 )
-from greenbench.plan.skippipe.simulator import SimResult, simulate, simulate_energy
-from greenbench.plan.skippipe.topology import Topology, published_topology, small_topology
+from greenbench.planner.skippipe.simulator import SimResult, simulate, simulate_energy
+from greenbench.planner.skippipe.topology import Topology, published_topology, small_topology
 
 #: SkipPipe's simulated iteration times, s (gensyn-ai/skippipe schedule.json; the full pipeline
 #: ran 27 microbatches there, the others 30)

@@ -628,7 +628,7 @@ def report(out: Path, force: bool, title: str, ref: str | None, db: Path | None)
 @friendly
 def plan(**options: Any) -> None:
     """Predict step time, memory per device and J/token of every layout (no torch, no GPU)."""
-    from greenbench.plan.command import plan_command
+    from greenbench.planner.command import plan_command
 
     if options["calibrate"] and options["db"] is None:
         options["db"] = default_db()

@@ -1,6 +1,6 @@
 """A GPU's power and speed against its power limit: a model, not a measurement. No torch.
 
-One model serves two readers: the planner prices a power limit with it (`greenbench.plan.power`),
+One model serves two readers: the planner prices a power limit with it (`greenbench.planner.power`),
 and an emulated GPU answers NVML with it (`greenbench.hardware.nvml_model`, for trying and testing
 the power-limit path on a machine without a GPU). Units: watts (W), megahertz (MHz), seconds.
 

@@ -7,7 +7,7 @@ sheet, as collected in the project's ``reference/gpus.md``. torchtitan's ``get_p
 uses the same BF16 values but falls back to the A100 figure for an unknown device; here an
 unknown device has no datasheet peak (None), so its MFU is left unknown rather than invented.
 
-The planner (`greenbench.plan`) needs more than peaks: memory per device, HBM bandwidth, the
+The planner (`greenbench.planner`) needs more than peaks: memory per device, HBM bandwidth, the
 NVLink (or PCIe) bandwidth inside a device's fast domain and the network bandwidth beyond it,
 board power, idle power and the lowest power limit. `GpuFacts` holds them, one row per label of
 the peak table, each figure with its source:

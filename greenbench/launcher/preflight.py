@@ -6,7 +6,7 @@ with its reason instead of failing (or timing out and losing its repeats) much l
   a node meter named outright (``energy.node=ipmi`` needs ipmitool).
 * A configuration must fit the machine: one device per rank (the visible GPUs, or as many as
   ``--devices`` lends), and lower bounds of the memory and time it needs
-  (`greenbench.plan.estimate`) against the memory the node has available now (CPU) or its GPUs'
+  (`greenbench.planner.estimate`) against the memory the node has available now (CPU) or its GPUs'
   memory (CUDA), and against ``timeout_s``. ``--force`` skips this check for a user who knows
   better.
 """
@@ -16,7 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from greenbench.errors import MeterUnavailable
-from greenbench.plan.estimate import Need, duration, gib
+from greenbench.planner.estimate import Need, duration, gib
 from greenbench.settings.runspec import RunSpec
 
 

@@ -103,8 +103,9 @@ def _no_elements(info: ModelInfo) -> float:
 
 @dataclass(frozen=True)
 class PlannerTerms:
-    """What the planner's cost and memory models (`greenbench.plan.cost`, `greenbench.plan.memory`)
-    need to know of a family beyond its `ModelInfo`, as functions of a preset's info.
+    """What the planner's cost and memory models (`greenbench.planner.cost`,
+    `greenbench.planner.memory`) need to know of a family beyond its `ModelInfo`, as functions
+    of a preset's info.
 
     * ``norms_per_block``: RMSNorms in one block (each ``d_model`` weights tensor parallelism
       leaves whole on every rank);

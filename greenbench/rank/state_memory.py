@@ -2,7 +2,7 @@
 
 A process's peak resident set (``peak_mem_bytes`` on CPU) holds far more than training state:
 the Python interpreter, torch's libraries, gloo's buffers, allocator caches. The planner
-(`greenbench.plan.memory`) predicts the **model state** one rank holds, so this module counts
+(`greenbench.planner.memory`) predicts the **model state** one rank holds, so this module counts
 exactly that, from the tensors themselves, in bytes:
 
 * ``param_bytes``: the rank's parameters: every tensor of ``model.parameters()`` and of the

@@ -12,7 +12,7 @@ from greenbench.hardware.gpu_model import (
     slowdown,
 )
 from greenbench.hardware.gpus import gpu_facts
-from greenbench.plan.power import under_limit
+from greenbench.planner.power import under_limit
 
 H100 = GpuPowerModel.of(gpu_facts("h100"))
 

@@ -19,7 +19,7 @@ PRESETS = [(f, s) for f, card in FAMILIES.items() for s in card.presets]
 
 def test_the_cards_and_the_planner_import_no_torch() -> None:
     code = (
-        "import sys, greenbench.models, greenbench.plan.command, greenbench.plan.search\n"
+        "import sys, greenbench.models, greenbench.planner.command, greenbench.planner.search\n"
         "for card in greenbench.models.FAMILIES.values():\n"
         "    card.preset('tiny'); card.layout_fits('tiny', 1, 1, 1, 64)\n"
         "    card.resolve_kernel('auto', 'cpu') if not card.kernel_choices else None\n"

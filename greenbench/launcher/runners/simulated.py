@@ -1,7 +1,7 @@
 """Simulated SkipPipe runs: ``strategy = "skippipe"`` with ``skippipe.mode = "simulate"``.
 
 No worker is launched and no meter read. The run's topology and each iteration's schedule come
-from `greenbench.plan.skippipe`, and its discrete-event simulator times them
+from `greenbench.planner.skippipe`, and its discrete-event simulator times them
 (docs/skippipe.md). ``skippipe.network`` picks the nodes:
 
 * ``local``: the run's own nodes (``skippipe.stages``) on one host, every link at
@@ -50,10 +50,10 @@ from greenbench.energy.base import EnergyWindow
 from greenbench.errors import GreenbenchError
 from greenbench.launcher.runners.base import Peak, RunContext, Shape
 from greenbench.launcher.runners.record import build_record, model_kernels
-from greenbench.plan.skippipe import scheduler
-from greenbench.plan.skippipe.schedule import IterationShape, Schedule
-from greenbench.plan.skippipe.simulator import SimResult, simulate, simulate_energy
-from greenbench.plan.skippipe.topology import (
+from greenbench.planner.skippipe import scheduler
+from greenbench.planner.skippipe.schedule import IterationShape, Schedule
+from greenbench.planner.skippipe.simulator import SimResult, simulate, simulate_energy
+from greenbench.planner.skippipe.topology import (
     PUBLISHED_SAMPLES_PER_MICROBATCH,
     Topology,
     published_topology,

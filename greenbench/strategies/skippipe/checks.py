@@ -7,7 +7,7 @@ from __future__ import annotations
 from greenbench.config import Config
 from greenbench.errors import SpecError
 from greenbench.models import model_preset
-from greenbench.plan.skippipe.topology import PUBLISHED_STAGE_SIZES
+from greenbench.planner.skippipe.topology import PUBLISHED_STAGE_SIZES
 from greenbench.strategies.skippipe.settings import SkipPipeSettings
 from greenbench.vocabulary import Layout
 

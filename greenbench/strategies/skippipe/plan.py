@@ -3,7 +3,7 @@ each node's tasks in order.
 
 A path starts at the microbatch's data node (stage 0: embedding, final norm, LM head and loss),
 visits some of the other stages, each at one of its nodes, and returns to the data node. The
-task order per node comes from the scheduler (`greenbench.plan.skippipe`); `fill_drain_order`
+task order per node comes from the scheduler (`greenbench.planner.skippipe`); `fill_drain_order`
 gives the order a full pipeline runs in (GPipe: every forward in microbatch order, then every
 backward in reverse) and is what the runner uses for plans without one. Either is deadlock-free
 with blocking receives and non-blocking sends, as long as it is consistent with one timeline in

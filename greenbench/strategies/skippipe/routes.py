@@ -1,6 +1,6 @@
 """A SkipPipe run's plans: the stages' layers, and each iteration's paths and task order.
 
-The paths and each node's order come from the scheduler in `greenbench.plan.skippipe`, on a
+The paths and each node's order come from the scheduler in `greenbench.planner.skippipe`, on a
 `Topology` of the run's own nodes: one host (every link at the emulated latency and bandwidth),
 each node's compute time per sample and layer (an estimate from the model's FLOPs at an assumed
 rate: the scheduler needs only the ratio of compute to link time, and the straggler's factor,
@@ -24,16 +24,16 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from greenbench.plan.skippipe import scheduler
-from greenbench.plan.skippipe.network import uniform_network
-from greenbench.plan.skippipe.schedule import (
+from greenbench.planner.skippipe import scheduler
+from greenbench.planner.skippipe.network import uniform_network
+from greenbench.planner.skippipe.schedule import (
     IterationShape,
     Microbatch,
     Schedule,
     Task,
     runner_order,
 )
-from greenbench.plan.skippipe.topology import Topology, build_topology
+from greenbench.planner.skippipe.topology import Topology, build_topology
 from greenbench.strategies.skippipe.plan import Plan, fill_drain_order
 
 if TYPE_CHECKING:

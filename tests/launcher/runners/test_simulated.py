@@ -15,7 +15,7 @@ from click.testing import CliRunner
 from greenbench.cli import main
 from greenbench.errors import SpecError
 from greenbench.launcher.runners import simulated, torchrun
-from greenbench.plan.skippipe.simulator import simulate_energy
+from greenbench.planner.skippipe.simulator import simulate_energy
 from greenbench.reporting.leaderboard import leaderboard
 from greenbench.reporting.refs import query_results
 from greenbench.settings import spec_identity, spec_key
