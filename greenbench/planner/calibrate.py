@@ -6,7 +6,8 @@ this host (`greenbench.planner.host`), each rank a device with its share of the 
 
 * α and β per link, by least squares over the communication records: a record of ``calls``
   calls of ``op`` over ``p`` ranks moving ``bytes`` in all (an all-gather's gathered output, a
-  reduce-scatter's input, an all-reduce's tensor, a message: the ``n`` of `greenbench.planner.comm`)
+  reduce-scatter's input, an all-reduce's tensor, a message: the ``n`` of
+  `greenbench.planner.alpha_beta`)
   spent ``seconds − wait_s`` transferring, which the model prices at
   ``calls·a(op,p)·α + b(op,p)·bytes·β``. Groups inside one node fit the fast link, groups across
   nodes the network. A link needs records of at least two different message sizes (else α and
@@ -49,7 +50,7 @@ import numpy as np
 
 from greenbench.errors import SpecError
 from greenbench.hardware import gpus
-from greenbench.planner.comm import OPS, Link, coefficients
+from greenbench.planner.alpha_beta import OPS, Link, coefficients
 from greenbench.planner.device import Calibration
 from greenbench.planner.host import HOST, OVERLAPPED, cores_per_rank, run_cores
 from greenbench.vocabulary import DEGREES, MESH_ORDER

@@ -13,7 +13,8 @@ One optimizer step moves ``global_batch × seq_len`` tokens. Each data-parallel 
   stage, the first stages taking the extra blocks when ``pp`` does not divide the layers.
 * pipeline: the stages idle the bubble's share ``(p−1)/(m+p−1)``, so the compute stretches by
   ``(m+p−1)/m``.
-* communication, priced by the α–β model (`greenbench.planner.comm`) over the link each group uses:
+* communication, priced by the α–β model (`greenbench.planner.alpha_beta`) over the link each
+  group uses:
   - tp: per block and microbatch, the all-reduces the family's split issues (its card's
     `PlannerTerms.tp_all_reduces`): Megatron-LM's tensor parallelism for the Transformer, two
     forward and two backward of the microbatch's activations ``tokens/cp × d × bytes`` (the
@@ -48,7 +49,7 @@ import math
 from dataclasses import dataclass
 
 from greenbench.models import ModelPreset
-from greenbench.planner import comm
+from greenbench.planner import alpha_beta
 from greenbench.planner.device import DeviceModel
 from greenbench.planner.memory import Memory, fsdp_shards, per_device, stage_params
 from greenbench.vocabulary import MESH_ORDER, Layout
@@ -103,7 +104,7 @@ class Prediction:
         return (self.step_s - self.compute_s) / self.step_s
 
 
-def link_of(layout: Layout, dim: str, device: DeviceModel) -> comm.Link:
+def link_of(layout: Layout, dim: str, device: DeviceModel) -> alpha_beta.Link:
     """The link a ``dim`` group uses: the fast one when all its ranks share a fast domain.
 
     Ranks are numbered along `MESH_ORDER` (outermost first), so a group of ``dim`` spans
@@ -148,7 +149,7 @@ def communication(
     if layout.tp > 1:
         link = link_of(layout, "tp", device)
         per_block = sum(
-            calls * comm.all_reduce(tokens * width * batch.activation_bytes, layout.tp, link)
+            calls * alpha_beta.all_reduce(tokens * width * batch.activation_bytes, layout.tp, link)
             for calls, width in shape.tp_all_reduces
         )
         critical += m * blocks * per_block
@@ -157,18 +158,18 @@ def communication(
         per_token, per_sequence = shape.cp_message
         message = tokens * per_token * batch.activation_bytes + batch.micro_batch * per_sequence
         passes = shape.planner.cp_passes * (layout.cp - 1)
-        per_block = passes * comm.point_to_point(message / layout.tp, link)
+        per_block = passes * alpha_beta.point_to_point(message / layout.tp, link)
         critical += m * blocks * per_block
     if layout.pp > 1:
-        critical += 2 * m * comm.point_to_point(act, link_of(layout, "pp", device))
+        critical += 2 * m * alpha_beta.point_to_point(act, link_of(layout, "pp", device))
     params = max(stage_params(shape, layout, last=last) for last in (False, True))
     shards = fsdp_shards(layout)
     overlapped = 0.0
     if shards > 1:  # FSDP over dp_shard × cp; its group spans dp_shard's, cp inside it
         link = link_of(layout, "dp_shard", device)
         units = blocks + 1
-        gather = comm.all_gather(params * batch.activation_bytes, shards, link, units)
-        scatter = comm.reduce_scatter(params * GRAD_BYTES, shards, link, units)
+        gather = alpha_beta.all_gather(params * batch.activation_bytes, shards, link, units)
+        scatter = alpha_beta.reduce_scatter(params * GRAD_BYTES, shards, link, units)
         seconds = m * (2 * gather + scatter)
         if "dp_shard" in device.overlapped:
             overlapped += seconds
@@ -177,7 +178,7 @@ def communication(
     if layout.dp_replicate > 1:
         grads = params / shards * GRAD_BYTES
         link = link_of(layout, "dp_replicate", device)
-        seconds = comm.all_reduce(grads, layout.dp_replicate, link)
+        seconds = alpha_beta.all_reduce(grads, layout.dp_replicate, link)
         if "dp_replicate" in device.overlapped:
             overlapped += seconds
         else:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 from greenbench.errors import SpecError
 from greenbench.hardware import gpus
-from greenbench.planner.comm import FAST_ALPHA_S, NETWORK_ALPHA_S, Link
+from greenbench.planner.alpha_beta import FAST_ALPHA_S, NETWORK_ALPHA_S, Link
 from greenbench.planner.power import BUSY_SHARE_OF_BOARD, Power, under_limit
 
 SUSTAINED_SHARE_OF_PEAK = 0.40  # assumed (module docstring)

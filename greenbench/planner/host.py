@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from greenbench.errors import SpecError
-from greenbench.planner.comm import Link
+from greenbench.planner.alpha_beta import Link
 from greenbench.planner.device import Calibration, DeviceModel
 from greenbench.planner.power import Power
 

@@ -4,7 +4,7 @@ CPU runs of a 2-core host (further down).
 Every run is transformer/1b on 2 GPUs ("NVIDIA H100 80GB HBM3"), seq 2048, global batch 16,
 micro-batch 8, bf16, 2 repeats, written through the real ``Store`` and ``aggregate_repeat``.
 Truths: communication transfers at ``α = 10 µs`` and ``β = 1 / 200 GB/s`` (ring formulas of
-`greenbench.planner.comm`, 2 ranks); ranks compute at 300 TFLOP/s; each GPU draws 600 W busy,
+`greenbench.planner.alpha_beta`, 2 ranks); ranks compute at 300 TFLOP/s; each GPU draws 600 W busy,
 70 W idle, and waits 10 % of its window. One more run of the same model on an A100 must be
 ignored for H100 fits, and one with estimated energy gives no power.
 """

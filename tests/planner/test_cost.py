@@ -7,7 +7,7 @@ from dataclasses import replace
 import pytest
 
 from greenbench.models import model_preset
-from greenbench.planner import comm
+from greenbench.planner import alpha_beta
 from greenbench.planner.cost import Batch, link_of, predict
 from greenbench.planner.device import device_model
 from greenbench.vocabulary import Layout
@@ -57,7 +57,7 @@ def test_pipeline_bubble_and_point_to_point() -> None:
     assert p.microbatches == 8
     # bubble: (p−1)/(m+p−1) of the pipeline time = compute × (p−1)/m
     assert p.bubble_s == pytest.approx(compute * 3 / 8)
-    assert p.bubble_s / (compute + p.bubble_s) == pytest.approx(comm.bubble_fraction(4, 8))
+    assert p.bubble_s / (compute + p.bubble_s) == pytest.approx(alpha_beta.bubble_fraction(4, 8))
     p2p = 5e-6 + 4096 * 4096 * 2 / 450e9
     assert p.comm_s == pytest.approx(2 * 8 * p2p)
 

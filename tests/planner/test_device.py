@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from greenbench.errors import SpecError
-from greenbench.planner.comm import Link
+from greenbench.planner.alpha_beta import Link
 from greenbench.planner.device import Calibration, device_model
 
 
