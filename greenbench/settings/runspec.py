@@ -55,8 +55,9 @@ class RunSpec:
             own = " ".join(f"user.{k}={v}" for k, v in sorted(c.user.items()))
             return f"{self.workload}{f' {own}' if own else ''} {strategy}×{ranks}{quota}"
         if strategy == "hybrid":  # its layout is what tells one hybrid run from another
-            schedule = f" {c.train.pp_schedule}" if self.layout.pp > 1 else ""
-            strategy = f"hybrid[{self.layout.short}{schedule}]"
+            layout = Layout(**c.layout.degrees())
+            schedule = f" {c.train.pp_schedule}" if layout.pp > 1 else ""
+            strategy = f"hybrid[{layout.short}{schedule}]"
         elif strategy == "skippipe":  # its schedule and emulated conditions tell runs apart
             sp = c.skippipe
             parts = [sp.schedule, sp.stages]
@@ -67,15 +68,14 @@ class RunSpec:
             if sp.fail_node >= 0:
                 parts.append(f"fail={sp.fail_node}@{sp.fail_step}")
             if sp.mode == "simulate":
-                return self._simulated_name(parts)
+                return self._simulated_name(c, parts)
             strategy = f"skippipe[{' '.join(parts)}]"
         m, d = c.model, c.data
         return f"{m.family}/{m.size} seq={d.seq_len} {d.lengths} {strategy}×{ranks}{quota}"
 
-    def _simulated_name(self, parts: list[str]) -> str:
+    def _simulated_name(self, c: Config, parts: list[str]) -> str:
         """A simulated SkipPipe run's name: its network and its simulated nodes; on ``gcp12``
         the published experiment's model and context instead of the settings'."""
-        c = self.config
         network = c.skippipe.network
         nodes = sum(int(p) for p in str(c.skippipe.stages).split("-") if p.strip())
         what = f"skippipe[{' '.join([*parts, 'simulated', network])}]×{nodes}"
