@@ -256,10 +256,13 @@ def gpu_libraries(monkeypatch):
     """Fake what imports on a CUDA machine: ``install(*backends)`` puts a module for each named
     backend in ``sys.modules`` and marks the others missing (an import then fails)."""
 
-    def install(*backends):
+    def install(*backends, fla_flags=None):
         for backend, module in MODULES.items():
             fake = types.ModuleType(module) if backend in backends else None
             monkeypatch.setitem(sys.modules, module, fake)
+        flags = types.ModuleType("fla.utils")  # fla-core's own declarations of broken setups
+        flags.__dict__.update(fla_flags or {})
+        monkeypatch.setitem(sys.modules, "fla.utils", flags)
 
     return install
 
@@ -287,6 +290,33 @@ def test_cuda_refuses_a_named_library_that_does_not_import(gpu_libraries):
     gpu_libraries()
     with pytest.raises(KernelUnavailable, match=r"^model.scan=fla but [^\n]+$"):
         resolve_scan("fla", "cuda")
+
+
+HOPPER_BAD_TRITON = {
+    "IS_NVIDIA_HOPPER": True,
+    "TRITON_ABOVE_3_4_0": True,
+    "TRITON_ABOVE_3_7_1": False,
+}
+
+
+def test_fla_declared_broken_here_is_refused_and_auto_passes_it_over(gpu_libraries):
+    # as on an H200 with Triton 3.6: fla-core's own flags say its gated backward is wrong there
+    gpu_libraries("fla", fla_flags=HOPPER_BAD_TRITON)
+    with pytest.raises(
+        KernelUnavailable, match=r"^model.scan=fla: fla-core declares [^\n]+3\.7\.1"
+    ):
+        resolve_scan("fla", "cuda")
+    assert resolve_scan("auto", "cuda") == "torch"
+    gpu_libraries("fla", "mamba-ssm", fla_flags=HOPPER_BAD_TRITON)
+    assert resolve_scan("auto", "cuda") == "mamba-ssm"
+    # Triton fixed, or not a Hopper GPU, or an fla-core that declares nothing: usable
+    for flags in (
+        {**HOPPER_BAD_TRITON, "TRITON_ABOVE_3_7_1": True},
+        {**HOPPER_BAD_TRITON, "IS_NVIDIA_HOPPER": False},
+        {},
+    ):
+        gpu_libraries("fla", fla_flags=flags)
+        assert resolve_scan("fla", "cuda") == resolve_scan("auto", "cuda") == "fla"
 
 
 def simple_gla(q, k, v, g, scale):
@@ -344,6 +374,8 @@ def test_mamba_ssm_call_passes_our_layout(gpu_libraries):
 def test_gpu_kernel_matches_the_torch_scan(backend):
     if not mamba2_kernels.importable(backend):
         pytest.skip(f"{MODULES[backend]} does not import here")
+    if broken := mamba2_kernels.declared_broken(backend):
+        pytest.skip(broken)
     torch.manual_seed(0)
     info = model_info("mamba2", "125m")  # 24 heads × 64, N 128, one group, Q 256
     batch, seq_len, heads, state = 2, 2048, info.n_heads, info.d_state

@@ -4,9 +4,10 @@ the calls into the GPU libraries that offer one.
 Choices: ``torch`` (greenbench's chunked SSD, `greenbench.models.mamba2.ssd`, any device),
 ``fla`` (fla-core's Triton ``chunk_simple_gla``, CUDA), ``mamba-ssm`` (mamba-ssm's Triton
 ``mamba_chunk_scan_combined``, CUDA) and ``auto``: on CUDA mamba-ssm, else fla, else torch,
-whichever imports first; on CPU torch. ``native`` and ``triton`` (Mamba-1's own kernels) are
-refused. The resolved name is part of the run's identity (`ModelCard.kernels_used`), so runs
-on different kernels are never pooled.
+whichever imports first and whose library declares nothing broken on this GPU (fla-core declares
+its gated backward wrong on Hopper with some Triton releases: `declared_broken`); on CPU torch.
+``native`` and ``triton`` (Mamba-1's own kernels) are refused. The resolved name is part of the
+run's identity (`ModelCard.kernels_used`), so runs on different kernels are never pooled.
 
 Both libraries are imported only when a CUDA device asks for them, never at module import: fla-core
 asks Triton for a GPU driver as it imports, which fails on a CPU-only machine, and mamba-ssm's
@@ -48,7 +49,16 @@ from greenbench.errors import KernelUnavailable
 from greenbench.models.mamba2.card import CHOICES, check_scan
 from greenbench.models.mamba2.ssd import ssd_scan
 
-__all__ = ["CHOICES", "fla_scan", "importable", "mamba_ssm_scan", "resolve_scan", "scan_function"]
+__all__ = [
+    "CHOICES",
+    "declared_broken",
+    "fla_scan",
+    "importable",
+    "mamba_ssm_scan",
+    "resolve_scan",
+    "scan_function",
+    "usable",
+]
 
 #: backend -> the module whose import proves it usable on this machine
 MODULES = {"mamba-ssm": "mamba_ssm.ops.triton.ssd_combined", "fla": "fla.ops.simple_gla"}
@@ -66,6 +76,34 @@ def importable(backend: str) -> bool:
     return True
 
 
+def declared_broken(backend: str) -> str | None:
+    """Why ``backend``'s library, though it imports, says it computes wrong results on this GPU
+    and Triton, or None. fla-core declares such a range itself (its ``fla.utils`` flags: gated
+    backward kernels on Hopper GPUs with Triton >= 3.4.0 and < 3.7.1) and raises at the first
+    backward; reading its own flags refuses the kernel before the run instead. A version of
+    fla-core without those flags declares nothing. Call only where `importable` is true."""
+    if backend != "fla":
+        return None
+    flags = importlib.import_module("fla.utils")
+    hopper = getattr(flags, "IS_NVIDIA_HOPPER", False)
+    bad_triton = getattr(flags, "TRITON_ABOVE_3_4_0", False) and not getattr(
+        flags, "TRITON_ABOVE_3_7_1", True
+    )
+    if not (hopper and bad_triton):
+        return None
+    import triton
+
+    return (
+        "fla-core declares its gated backward wrong on Hopper GPUs with Triton "
+        f"{triton.__version__} (>= 3.4.0, < 3.7.1); upgrade Triton to >= 3.7.1"
+    )
+
+
+def usable(backend: str) -> bool:
+    """Whether ``backend`` imports here and its library declares nothing broken on this GPU."""
+    return importable(backend) and declared_broken(backend) is None
+
+
 def resolve_scan(setting: str, device: str) -> str:
     """The backend ``model.scan=setting`` runs on ``device`` ("cpu" or "cuda"). Raises SpecError
     for a choice Mamba-2 does not offer and KernelUnavailable for one this machine cannot run."""
@@ -77,13 +115,15 @@ def resolve_scan(setting: str, device: str) -> str:
             )
         return "torch"
     if setting == "auto":
-        return next((name for name in ("mamba-ssm", "fla") if importable(name)), "torch")
+        return next((name for name in ("mamba-ssm", "fla") if usable(name)), "torch")
     if setting in MODULES and not importable(setting):
         package = "mamba-ssm (with its CUDA extension)" if setting == "mamba-ssm" else "fla-core"
         raise KernelUnavailable(
             f"model.scan={setting} but {MODULES[setting]} cannot be imported; install {package} "
             "or use auto or torch"
         )
+    if setting in MODULES and (broken := declared_broken(setting)):
+        raise KernelUnavailable(f"model.scan={setting}: {broken}; or use auto or torch")
     return setting
 
 
