@@ -19,6 +19,7 @@ subprocess, a suite written for the run) into a DuckDB file, and read tokens/s, 
 times back from the store: the numbers are what a user gets.
 
     python benchmarks/gpu_speed.py [--parts abcd] [--db PATH] [--repeats 2]
+    python benchmarks/gpu_speed.py --parts b --ablate   # (b) also without compile, liger
     python benchmarks/gpu_speed.py --quick     # CPU plumbing check: tiny presets, not GPU figures
 
 Without CUDA it exits 2 with one line; ``--quick`` shrinks everything to tiny presets on the CPU
@@ -362,10 +363,19 @@ def timed_windows(
     return seconds
 
 
-def part_b(plan: Plan) -> None:
+#: (b)'s ablation: greenbench's step again with its compilation and fused kernels turned off
+ABLATION: tuple[dict[str, str], ...] = (
+    {"model.liger": "off"},
+    {"train.compile": "off"},
+    {"train.compile": "off", "model.liger": "off"},
+)
+
+
+def part_b(plan: Plan, ablate: bool = False) -> None:
     """greenbench's own step (the worker's `run_rank`, in this process, with the kernels its
     settings pick) against transformers' eager Llama in a plain loop, same shapes and
-    precision."""
+    precision; with ``ablate``, greenbench's step also with each of `ABLATION`'s choices (where
+    the difference comes from)."""
     from greenbench.launcher.resolve import resolve_spec
     from greenbench.spec import expand
 
@@ -394,6 +404,12 @@ def part_b(plan: Plan) -> None:
         print(f"  {'':34s}{picked}")
     print(f"  transformers eager Llama loop     {theirs:12,.0f} tokens/s ({batch * seq:,}/step)")
     print(f"  ratio {ratio:.2f}  goal ≥ 1.3×  {verdict(ratio >= 1.3, plan.quick)}")
+    for choice in ABLATION if ablate else ():
+        (variant,) = expand("transformer-vs-mamba", [{**settings, **choice}])
+        tokens_per_s = greenbench_tokens_per_s(resolve_spec(variant))[0]
+        named = ", ".join(f"{k}={v}" for k, v in choice.items())
+        print(f"  greenbench with {named:35s} {tokens_per_s:12,.0f} tokens/s "
+              f"({tokens_per_s / theirs:.2f}× the eager loop)")  # fmt: skip
 
 
 def greenbench_tokens_per_s(spec: Any) -> tuple[float, int, float]:
@@ -522,6 +538,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", type=Path, help="DuckDB file to keep (default: a temporary one)")
     parser.add_argument("--repeats", type=int, help="measured windows per configuration")
     parser.add_argument("--seq-lens", help="comma-separated sequence lengths for (a)")
+    parser.add_argument(
+        "--ablate", action="store_true", help="(b) also without compilation and fused kernels"
+    )
     args = parser.parse_args(argv)
     if not args.quick and not torch.cuda.is_available():
         print(
@@ -548,7 +567,7 @@ def main(argv: list[str] | None = None) -> int:
         failed = []
         for part, run in (
             ("a", lambda: part_a(plan, db, work)),
-            ("b", lambda: part_b(plan)),
+            ("b", lambda: part_b(plan, args.ablate)),
             ("c", lambda: part_c(plan, db, work)),
             ("d", lambda: part_d(plan, db, work)),
         ):

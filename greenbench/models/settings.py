@@ -36,7 +36,8 @@ class ModelSettings:
     liger: str = setting(
         "auto",
         "liger-kernel's fused norm, RoPE, SwiGLU and linear cross-entropy for the Transformer: "
-        "auto (on where it is installed, on CUDA under single, ddp or fsdp) | on | off",
+        "auto (on where it is installed, on CUDA under single, ddp or fsdp, in runs not compiled) "
+        "| on | off",
         choices=("auto", "on", "off"),
         identity=when(lambda s: s.get("model.liger") == "on"),
     )

@@ -96,14 +96,22 @@ def fake_cuda(monkeypatch):
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
 
 
-def test_auto_uses_liger_for_the_transformer_on_cuda_where_installed(monkeypatch):
+def test_auto_uses_liger_for_the_transformer_on_cuda_where_installed_and_not_compiled(
+    monkeypatch,
+):
     fake_cuda(monkeypatch)
-    assert resolve_spec(spec_of(device="cuda"))["model.liger"] == "on"
+    eager = {"train.compile": "off"}
+    assert resolve_spec(spec_of(device="cuda", **eager))["model.liger"] == "on"
+    # compiled (auto compiles the Transformer on CUDA): the compiler fuses, liger stays off
+    compiled = resolve_spec(spec_of(device="cuda"))
+    assert (compiled["train.compile"], compiled["model.liger"]) == ("on", "off")
+    both = resolve_spec(spec_of(device="cuda", **{"model.liger": "on"}))
+    assert (both["train.compile"], both["model.liger"]) == ("on", "on")  # asked for: kept
     assert resolve_spec(spec_of(device="cpu"))["model.liger"] == "off"
-    mamba = spec_of(device="cuda", **{"model.family": "mamba", "model.scan": "torch"})
+    mamba = spec_of(device="cuda", **{"model.family": "mamba", "model.scan": "torch"}, **eager)
     assert resolve_spec(mamba)["model.liger"] == "off"
     monkeypatch.setattr(fused, "liger_available", lambda: False)
-    assert resolve_spec(spec_of(device="cuda"))["model.liger"] == "off"
+    assert resolve_spec(spec_of(device="cuda", **eager))["model.liger"] == "off"
 
 
 def test_an_unfused_run_keeps_its_identity():
