@@ -6,6 +6,9 @@ import math
 
 #: how a configuration that trains only part of the model per token is marked
 PARTIAL = "partial model"
+#: what an estimated energy figure is, said wherever one would read as a finding: time × modelled
+#: power, so it ranks configurations as their time does and its ratios are time ratios
+ESTIMATE_FOLLOWS_TIME = "estimate: time × modelled power, so it ranks as time does"
 
 
 def g(v: object) -> str:

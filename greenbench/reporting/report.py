@@ -181,7 +181,9 @@ def _provenance(raw: pd.DataFrame, table: pd.DataFrame) -> list[str]:
         lines += [
             "",
             "> **Every energy figure in this report is an estimate** from a power model (no "
-            "energy counter was read), not a measurement.",
+            "energy counter was read), not a measurement: time multiplied by modelled power, so "
+            "an energy ratio here is a time ratio. The findings are stated in time; estimated "
+            "energy stands beside them, labelled.",
         ]
     elif not measured.all():
         lines += [

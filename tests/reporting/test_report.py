@@ -124,6 +124,11 @@ def test_report_labels_energy_and_keeps_sources_apart(populated_db: Path, tmp_pa
     )
     assert "- Pareto front, `fsdp-vs-odc`, energy measured (rapl): `odc ×2`" in text
     assert "- Pareto front, `fsdp-vs-odc`, energy estimate: `odc ×2`" in text
+    # an estimated front is said to be a speed ranking; a measured one is not
+    front = text.split("- Pareto front, `fsdp-vs-odc`, energy estimate: `odc ×2`\n")[1]
+    assert front.startswith("  - its J/token is an estimate: time × modelled power")
+    measured = text.split("- Pareto front, `fsdp-vs-odc`, energy measured (rapl): `odc ×2`\n")
+    assert not measured[1].startswith("  - its J/token is an estimate")
 
 
 def test_report_for_an_all_estimate_cpu_database(tmp_path: Path) -> None:
@@ -234,6 +239,10 @@ def test_a_contended_configuration_is_marked_in_the_report(tmp_path: Path) -> No
                 if line.startswith("| transformer-vs-mamba | transformer")]  # fmt: skip
     assert "contended" not in clean
     assert "1 of 2 configurations measured while the machine was shared" in text
-    fewest = next(line for line in text.splitlines() if line.startswith("- Fewest J/token"))
+    # estimated energy: the lowest J/token is labelled as following time, never a finding
+    assert "- Fewest J/token" not in text
+    fewest = next(line for line in text.splitlines() if line.startswith("- Lowest estimated"))
     assert "`mamba/tiny seq=128`" in fewest and fewest.endswith(", ⚠ contended)")
+    assert "time × modelled power, so it ranks as time does" in fewest
+    assert "an energy ratio here is a time ratio" in text
     assert "other processes kept 1.40 cores busy" in text

@@ -12,7 +12,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
 
 from greenbench.reporting import figures
-from greenbench.reporting.cells import PARTIAL
+from greenbench.reporting.cells import ESTIMATE_FOLLOWS_TIME, PARTIAL
 from greenbench.reporting.leaderboard import comparable_front
 from greenbench.reporting.section import ReportContext
 from greenbench.vocabulary.trust import CONTENDED, flagged
@@ -93,6 +93,8 @@ def pareto_lines(table: pd.DataFrame, out_dir: Path) -> list[str]:
             for n, c in zip(f["config_name"], f["contended"], strict=True)
         )
         lines.append(f"- Pareto front, `{workload}`, energy {energy}: {names}")
+        if energy == "estimate":
+            lines.append(f"  - its J/token is an {ESTIMATE_FOLLOWS_TIME}: read it as speed")
         if partial.any():
             off = ", ".join(f"`{n}`" for n in g[partial]["config_name"])
             lines.append(f"  - off the front ({PARTIAL}, not comparable on J/token): {off}")
