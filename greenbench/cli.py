@@ -623,16 +623,41 @@ def report(out: Path, force: bool, title: str, ref: str | None, db: Path | None)
     help="results database: show layouts measured on this host with the prediction's error",
 )
 @click.option(
-    "--calibrate", is_flag=True, help="fit α, β, sustained FLOP/s and power from stored runs"
+    "--calibrate",
+    is_flag=True,
+    help="fit α, β, sustained FLOP/s, per-family rates and power from stored runs",
+)
+@click.option(
+    "--run-top",
+    default=None,
+    metavar="K",
+    help="run the planner's first K runnable layouts here, store them in --db and report the "
+    "regret of its first pick",
+)
+@click.option(
+    "--set",
+    "run_sets",
+    multiple=True,
+    metavar="KEY=VALUE",
+    help="with --run-top: a setting of those runs (e.g. repeats=1)",
 )
 @friendly
 def plan(**options: Any) -> None:
     """Predict step time, memory per device and J/token of every layout (no torch, no GPU)."""
+    from greenbench.errors import SpecError
     from greenbench.planner.command import plan_command
 
-    if options["calibrate"] and options["db"] is None:
+    if (options["calibrate"] or options["run_top"] is not None) and options["db"] is None:
         options["db"] = default_db()
-    plan_command(**options)
+    if options["run_top"] is None:
+        if options.pop("run_sets"):
+            raise SpecError("--set goes with --run-top (the settings of the runs it starts)")
+        del options["run_top"]
+        plan_command(**options)
+        return
+    from greenbench.launcher.run_top import plan_and_run_top
+
+    plan_and_run_top(**options)
 
 
 @main.command()

@@ -116,7 +116,16 @@ class PlannerTerms:
       microbatch, forward and backward, as (calls, elements per token);
     * ``cp_passes`` and ``cp_message(info)``: the context-parallel form's point-to-point
       messages per block and microbatch, ``cp_passes × (cp − 1)`` of them, each (elements per
-      token in the activation dtype, fp32 bytes per sequence), divided by tp.
+      token in the activation dtype, fp32 bytes per sequence), divided by tp;
+    * ``kernel`` and ``kernel_flops(info, seq_len)``: the block's sequence-mixing term, which a
+      per-family calibration prices at a rate of its own apart from the matrix products
+      (``"attention"``, ``"scan"``; "" for none), and its training FLOPs per token and block as
+      the family's FLOP count has it (the rest of a block's FLOPs are ``6 ×`` its parameters);
+    * ``causal``: the kernel is a causal product over the sequence (attention), so a token
+      attends to the keys before it only: the planner discounts it and prices the context
+      split's imbalance (`greenbench.planner.rates`);
+    * ``cp_kernel_flops(info)``: training FLOPs per token and block the context-parallel form
+      adds to the kernel (Mamba's correction for the chunk's start state), an estimate.
     """
 
     norms_per_block: int
@@ -125,6 +134,10 @@ class PlannerTerms:
     cp_passes: int = 0
     cp_message: Callable[[ModelInfo], tuple[float, float]] = lambda info: (0.0, 0.0)
     activation_constant: Callable[[ModelInfo], float] = _no_elements
+    kernel: str = ""
+    kernel_flops: Callable[[ModelInfo, int], float] = lambda info, seq_len: 0.0
+    causal: bool = False
+    cp_kernel_flops: Callable[[ModelInfo], float] = _no_elements
 
 
 @dataclass(frozen=True)

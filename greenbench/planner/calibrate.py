@@ -26,6 +26,11 @@ this host (`greenbench.planner.host`), each rank a device with its share of the 
   time minus communication; a hybrid layout counts each token's FLOPs on one rank), per device:
   per GPU, per core on CPU (over the cores each rank had,
   `greenbench.planner.host.cores_per_rank`); the median over runs.
+* per model family, the rates of its matrix products and of its kernel (attention, a scan),
+  from its single-process and data-parallel runs (`greenbench.planner.family_fit`), which
+  price that family's compute in place of the one sustained figure; on a CPU host also a
+  process's memory beyond the predicted tensors (its interpreter and libraries), from the same
+  runs' peak resident sets;
 * power: per repeat with a **measured** energy figure, the mean watts per device
   ``energy / seconds / devices`` is ``(1−w)·busy + w·idle`` with ``w`` the stored wait fraction
   and ``idle`` the stored idle power per device, solved for ``busy``; GPU energy where stored,
@@ -52,6 +57,7 @@ from greenbench.errors import SpecError
 from greenbench.hardware import gpus
 from greenbench.planner.alpha_beta import OPS, Link, coefficients
 from greenbench.planner.device import Calibration
+from greenbench.planner.family_fit import fit_family_rates, fit_process_overhead
 from greenbench.planner.host import HOST, OVERLAPPED, cores_per_rank, run_cores
 from greenbench.vocabulary import DEGREES, MESH_ORDER
 
@@ -221,11 +227,17 @@ def fit(runs: list[dict[str, Any]]) -> Calibration:
     links, notes = _links(runs)
     sustained = _sustained(runs)
     busy, idle = _power(runs)
+    rates = fit_family_rates(runs, device_share)
+    overhead, overhead_runs = fit_process_overhead(runs)
     counts = {name: n for name, (_, n) in links.items()}
     if sustained:
         counts["sustained_flops"] = len(sustained)
     if busy:
         counts["busy_w"] = counts["idle_w"] = len(busy)
+    for family, rate in rates.items():
+        counts[f"{family} FLOP/s"] = rate.runs
+    if overhead is not None:
+        counts["process_overhead_b"] = overhead_runs
     return Calibration(
         fast=links["fast"][0] if "fast" in links else None,
         network=links["network"][0] if "network" in links else None,
@@ -234,6 +246,8 @@ def fit(runs: list[dict[str, Any]]) -> Calibration:
         idle_w=statistics.median(idle) if idle else None,
         runs=counts,
         notes=notes,
+        family_rates=rates,
+        process_overhead_b=overhead,
     )
 
 

@@ -21,7 +21,7 @@ from greenbench.models import model_preset
 from greenbench.planner.cost import Batch
 from greenbench.planner.device import DeviceModel, device_model
 from greenbench.planner.host import HOST, host_device, host_facts
-from greenbench.planner.search import MAX_DEVICES, MAX_GLOBAL_BATCH, MAX_SEQ_LEN, plan
+from greenbench.planner.search import MAX_DEVICES, MAX_GLOBAL_BATCH, MAX_SEQ_LEN, Plan, plan
 
 
 def whole(option: str, text: str | int, least: int = 1, most: int | None = None) -> int:
@@ -92,9 +92,9 @@ def plan_command(
     top: str | int = 20,
     db: Path | None = None,
     calibrate: bool = False,
-) -> None:
-    """Plan every valid layout and print the ranked table (SpecError for bad input). Numbers
-    may come as the command line's text."""
+) -> Plan:
+    """Plan every valid layout, print the ranked table and return the plan (SpecError for bad
+    input). Numbers may come as the command line's text."""
     shape = model_preset(family, size)
     n_devices = whole("--devices", devices, most=MAX_DEVICES)
     batch = Batch(
@@ -126,3 +126,4 @@ def plan_command(
     from greenbench.planner.render import print_plan
 
     print_plan(result, top=rows, measured=found)
+    return result

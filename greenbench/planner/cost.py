@@ -7,7 +7,10 @@ One optimizer step moves ``global_batch × seq_len`` tokens. Each data-parallel 
 
 * compute: the analytic training FLOPs (`greenbench.models.flops`' formulas) of the tokens
   one device trains, ``global_batch × seq_len / (dp × cp)``, at the device's sustained FLOP/s,
-  times the power limit's slowdown. A token's FLOPs are its blocks' (split by tp) and the LM
+  times the power limit's slowdown; where the device carries rates fitted for the family
+  (`DeviceModel.rates`), its matrix products and its kernel (attention, with the causal
+  discount and the context split's imbalance, or a scan) at their own rates instead
+  (`greenbench.planner.rates`). A token's FLOPs are its blocks' (split by tp) and the LM
   head's (``6 × (vocab × d + d)``, on the last stage and whole on every tp rank: the models'
   tensor-parallel plans leave the head replicated); a pipeline runs at the pace of its busiest
   stage, the first stages taking the extra blocks when ``pp`` does not divide the layers.
@@ -52,10 +55,10 @@ from greenbench.models import ModelPreset
 from greenbench.planner import alpha_beta
 from greenbench.planner.device import DeviceModel
 from greenbench.planner.memory import Memory, fsdp_shards, per_device, stage_params
+from greenbench.planner.rates import HEAD_FLOPS_PER_PARAM, device_work, stage_blocks
 from greenbench.vocabulary import MESH_ORDER, Layout
 
 GRAD_BYTES = 4  # gradients are reduced in fp32 (the parameters are fp32)
-HEAD_FLOPS_PER_PARAM = 6  # forward 2 + backward 4 FLOPs per parameter and token
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,11 +127,6 @@ def block_flops_per_token(shape: ModelPreset, seq_len: int) -> float:
     )
 
 
-def stage_blocks(n_layers: int, pp: int) -> list[int]:
-    """Blocks per pipeline stage: as even as it goes, the first stages taking the extra ones."""
-    return [n_layers // pp + (1 if i < n_layers % pp else 0) for i in range(pp)]
-
-
 def device_flops_per_token(shape: ModelPreset, layout: Layout, seq_len: int) -> float:
     """FLOPs per token one tp rank of the busiest pipeline stage computes (module docstring)."""
     block = block_flops_per_token(shape, seq_len) / layout.tp
@@ -194,8 +192,13 @@ def predict(
     if m is None:
         return None
     tokens = batch.tokens / (layout.dp * layout.cp)
-    flops = tokens * device_flops_per_token(shape, layout, batch.seq_len)
-    compute_s = flops / device.sustained_flops * device.power.slowdown
+    rate = device.rates.get(shape.family)
+    if rate is None:  # the card's whole count at the one sustained rate
+        flops = tokens * device_flops_per_token(shape, layout, batch.seq_len)
+        compute_s = flops / device.sustained_flops * device.power.slowdown
+    else:  # per family and kernel (`greenbench.planner.rates`)
+        work = device_work(shape, layout, batch.seq_len)
+        compute_s = rate.seconds(work, tokens) * device.power.slowdown
     bubble_s = compute_s * (layout.pp - 1) / m  # = pipeline time × (p−1)/(m+p−1)
     critical_s, overlapped_s = communication(shape, layout, batch, device, m)
     comm_s = critical_s + max(0.0, overlapped_s - compute_s)

@@ -19,6 +19,7 @@ from greenbench.errors import SpecError
 from greenbench.hardware import gpus
 from greenbench.planner.alpha_beta import FAST_ALPHA_S, NETWORK_ALPHA_S, Link
 from greenbench.planner.power import BUSY_SHARE_OF_BOARD, Power, under_limit
+from greenbench.planner.rates import FamilyRate
 
 SUSTAINED_SHARE_OF_PEAK = 0.40  # assumed (module docstring)
 USABLE_MEMORY_SHARE = 0.9  # CUDA context, NCCL buffers and allocator fragmentation take the rest
@@ -39,6 +40,11 @@ class Calibration:
     #: what a reader should know about a fitted figure, by field name (e.g. a link fitted by
     #: bandwidth alone)
     notes: dict[str, str] = field(default_factory=dict)
+    #: per family, its matrix products' and its kernel's rates (`greenbench.planner.rates`)
+    family_rates: dict[str, FamilyRate] = field(default_factory=dict)
+    #: what a process holds besides the predicted tensors (a CPU rank's interpreter and
+    #: libraries), fitted from its peak resident set; None: not fitted
+    process_overhead_b: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,6 +65,12 @@ class DeviceModel:
     #: data-parallel dimensions whose collectives overlap compute (`greenbench.planner.cost`):
     #: both on a GPU; on a CPU host only DDP's (`greenbench.planner.host`)
     overlapped: frozenset[str] = frozenset({"dp_shard", "dp_replicate"})
+    #: rates fitted per family (per device), which price its compute in place of
+    #: ``sustained_flops`` (`greenbench.planner.cost`)
+    rates: dict[str, FamilyRate] = field(default_factory=dict)
+    #: bytes a process holds besides the predicted tensors (None: not fitted; a GPU's peak
+    #: allocated memory has none)
+    process_overhead_b: float | None = None
 
     @property
     def usable_memory_bytes(self) -> float:
@@ -143,6 +155,10 @@ def _calibrated(model: DeviceModel, c: Calibration) -> DeviceModel:
     if c.sustained_flops is not None:
         changes["sustained_flops"] = c.sustained_flops
         fitted("sustained FLOP/s", "sustained_flops")
+    if c.family_rates:
+        changes["rates"] = dict(c.family_rates)
+        for family, rate in sorted(c.family_rates.items()):
+            sources[f"{family} FLOP/s"] = rate_source(rate)
     busy = c.busy_w if c.busy_w is not None else model.power.busy_w
     idle = c.idle_w if c.idle_w is not None else model.power.idle_w
     if c.busy_w is not None:
@@ -150,3 +166,12 @@ def _calibrated(model: DeviceModel, c: Calibration) -> DeviceModel:
     if c.idle_w is not None:
         fitted("idle power", "idle_w")
     return replace(model, power=Power(busy, idle), sources=sources, **changes)
+
+
+def rate_source(rate: FamilyRate, per: str = "") -> str:
+    """Where a family's rates come from, for the sources table."""
+    note = f"; {rate.note}" if rate.note else ""
+    return (
+        f"fitted from {rate.runs} single-process or data-parallel run"
+        f"{'s' if rate.runs != 1 else ''} of {rate.family} ({rate.kernel} kernel){per}{note}"
+    )

@@ -22,6 +22,9 @@ What a rank of the host is, in the planner's terms:
 * what overlaps: DDP's gloo all-reduce runs on its own thread while backward computes, so its
   time hides behind compute as on a GPU; FSDP2's collectives block the step on CPU (no streams
   to prefetch on), so they add to it (`OVERLAPPED`);
+* its compute per model family, where the calibration fitted rates for it
+  (`greenbench.planner.rates`): the matrix products and the family's kernel at their own
+  per-core rates, times the rank's cores;
 * its power: the estimate meter's model, CodeCarbon's ``TDP × (0.1 + 0.9 · load³)`` on this
   machine's TDP (`greenbench.energy.host_power`), the rank's share of it: busy at full load,
   idle at 10 %. An **assumption** like the estimate itself; energy measured by counters, where a
@@ -40,7 +43,7 @@ from typing import Any
 
 from greenbench.errors import SpecError
 from greenbench.planner.alpha_beta import Link
-from greenbench.planner.device import Calibration, DeviceModel
+from greenbench.planner.device import Calibration, DeviceModel, rate_source
 from greenbench.planner.power import Power
 
 HOST = "host"  #: the --device-type that names this host's CPU
@@ -172,6 +175,8 @@ def host_device(
         basis = f"TDP {facts.tdp_w:g} W ({facts.tdp_source}) × {share:g}/{facts.cores} cores"
         sources["busy power"] = f"assumed: the estimate meter's full load, {basis}"
         sources["idle power"] = f"assumed: the estimate meter's zero load (10 %), {basis}"
+    for family, rate in sorted(c.family_rates.items()):
+        sources[f"{family} FLOP/s"] = rate_source(rate, f", per core × {share:g}")
     sources["overlap"] = (
         "assumed: DDP's all-reduce hides behind backward (its own gloo thread); FSDP2's "
         "collectives, tp, cp and pp add to the step"
@@ -189,4 +194,6 @@ def host_device(
         power_limit_w=None,
         sources=sources,
         overlapped=OVERLAPPED,
+        rates={family: rate.scaled(share) for family, rate in c.family_rates.items()},
+        process_overhead_b=c.process_overhead_b,
     )

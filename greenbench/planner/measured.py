@@ -10,8 +10,12 @@ and layout, and compared with the medians of its stored repeats:
   gradients, optimizer state and saved activations of the busiest rank,
   `greenbench.rank.state_memory`), against the predicted model state
   (`Memory.model_state_b`); the peak device memory of a GPU run against the predicted peak
-  (`Memory.total_b`). A CPU run's ``peak_mem_bytes`` is its process's resident set (the
-  interpreter, libraries, allocator caches), which the model does not predict: it gets no error;
+  (`Memory.total_b`). Both count the same tensors the model counts, so their error shows the
+  counting only. The process's own peak (``peak_mem_bytes``: a CPU rank's peak resident set,
+  which also holds the interpreter, libraries and allocator caches; a GPU rank's peak allocated
+  memory) is scored as well (``process_peak``) where the device knows a process's overhead
+  (`DeviceModel.process_overhead_b`, fitted by the calibration): predicted as that overhead
+  plus `Memory.total_b`; on a GPU as `Memory.total_b`;
 * J/token from the GPU energy where stored (else the gross energy) — only where that energy was
   measured; an estimated energy gets no error, as no estimate is compared with a measurement.
 
@@ -27,15 +31,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from greenbench.config import read_section
-from greenbench.data.settings import DataSettings
 from greenbench.models import ModelPreset
 from greenbench.planner.calibrate import stored_runs
 from greenbench.planner.cost import Batch, Prediction, predict
 from greenbench.planner.device import DeviceModel
+from greenbench.planner.runs import (
+    PREDICTED_LENGTHS,
+    process_peak_bytes,
+    run_batch,
+    run_layout,
+    step_seconds,
+)
 from greenbench.vocabulary import Layout
 
-PREDICTED_LENGTHS = "fixed"  #: the only length distribution the planner predicts
+__all__ = ["PREDICTED_LENGTHS", "Measured", "measured", "measured_layouts", "run_batch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +62,8 @@ class Measured:
     predicted: Prediction
     step_s: float | None = None  # window seconds over steps
     state_bytes: float | None = None  # tensor-counted model state of the busiest rank
+    process_peak_b: float | None = None  # the busiest process's peak (CPU: resident set)
+    predicted_process_b: float | None = None  # None: no overhead fitted for a CPU process
 
     @property
     def memory_bytes(self) -> tuple[float | None, float]:
@@ -75,22 +86,14 @@ class Measured:
             "peak_mem_bytes": error(self.predicted.memory.total_b, self.peak_mem_bytes),
             "state_bytes": error(self.predicted.memory.model_state_b, self.state_bytes),
             "memory": error(self.memory_bytes[1], self.memory_bytes[0]),
+            "process_peak": None
+            if self.predicted_process_b is None
+            else error(self.predicted_process_b, self.process_peak_b),
         }
 
 
 def _median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
-
-
-def run_batch(run: dict[str, Any]) -> Batch:
-    """The batch ``run`` (a `get_run` dict) trained per optimizer step."""
-    data = read_section(DataSettings, run["config"]["settings"])
-    return Batch(
-        seq_len=int(run["seq_len"]),
-        global_batch=int(data.global_batch),
-        micro_batch=int(data.micro_batch),
-        precision=str(run["precision"]),
-    )
 
 
 def measured(run: dict[str, Any], shape: ModelPreset, device: DeviceModel) -> Measured | None:
@@ -99,7 +102,7 @@ def measured(run: dict[str, Any], shape: ModelPreset, device: DeviceModel) -> Me
     if run.get("lengths", PREDICTED_LENGTHS) != PREDICTED_LENGTHS:
         return None
     batch = run_batch(run)
-    layout = Layout.parse(str(run["layout"]), strategy=run["strategy"])
+    layout = run_layout(run)
     predicted = predict(shape, layout, batch, device)
     results = run["results"]
     if predicted is None or not results:
@@ -110,8 +113,8 @@ def measured(run: dict[str, Any], shape: ModelPreset, device: DeviceModel) -> Me
         if r.get("energy_measured") and (r.get("energy_gpu_j") or r.get("energy_j"))
         and r.get("tokens")
     ]  # fmt: skip
-    steps = [r["seconds"] / len(r["step_times_s"]) for r in results if r.get("step_times_s")]
     gpu = run.get("device") != "cpu"
+    overhead = 0.0 if gpu else device.process_overhead_b
     return Measured(
         run_id=run["run_id"],
         layout=layout,
@@ -123,8 +126,10 @@ def measured(run: dict[str, Any], shape: ModelPreset, device: DeviceModel) -> Me
         if gpu
         else None,
         predicted=predicted,
-        step_s=_median(steps),
+        step_s=step_seconds(run),
         state_bytes=_median([r["state_bytes"] for r in results if r.get("state_bytes")]),
+        process_peak_b=process_peak_bytes(run),
+        predicted_process_b=None if overhead is None else overhead + predicted.memory.total_b,
     )
 
 

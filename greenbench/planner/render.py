@@ -105,6 +105,11 @@ def sources_table(plan: Plan) -> Table:
         "idle power": f"{_num(d.power.idle_w)} W",
         "power limit": f"{d.power_limit_w:g} W" if d.power_limit_w is not None else "",
     }
+    for family, rate in d.rates.items():
+        kernel = plan.shape.planner.kernel if family == plan.shape.family else "kernel"
+        values[f"{family} FLOP/s"] = (
+            f"{_flops(rate.dense_flops)} matmuls, {_flops(rate.kernel_flops)} {kernel or 'kernel'}"
+        )
     table = Table("figure", "value", "source", title="what the predictions stand on",
                   title_justify="left")  # fmt: skip
     for name, source in d.sources.items():

@@ -46,16 +46,21 @@ def test_layout_kinds(layout: Layout, kind: str) -> None:
 def test_calibrates_on_single_ranks_and_scores_the_rest(
     cpu_db: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert benchmark().main(["--db", str(cpu_db), "--calibrate-on", "single"]) == 0
+    args = ["--db", str(cpu_db), "--calibrate-on", "single", "--no-run-top"]
+    assert benchmark().main(args) == 0
     out = capsys.readouterr().out
-    assert "calibrated on transformer/tiny, layouts single" in out
+    assert "calibrated per family on layouts single" in out
     assert "sustained: 80.0 GFLOP/s per core (1 runs)" in out
+    assert "transformer: matmuls" in out and "(sdpa" not in out  # the runs store no kernels
     held_out = out.split("held-out runs (scored)")[1].split("model state of the busiest")[0]
     assert "cccc00000001" in held_out and "cccc00000005" not in held_out
     assert "cccc00000004  transformer/tiny" in out and "rows are not full" in out
-    assert "pp                0      no runs stored" in out
-    assert "memory: " in out and "(goal ≤ 15%)" in out and "(goal ≤ 25%)" in out
-    assert "not scored, no runs stored: pp, cp, mixed, other size" in out
+    assert "median |step-time error|" in out and "(goal ≤ 25%, 3 runs)" in out
+    assert "model state: median |error|" in out and "(goal ≤ 15%)" in out
+    assert "process peak: median |error|" in out
+    assert "mamba: median |step-time error|: no held-out run to score" in out
+    assert "Spearman over the hybrid suite: fewer than 3 of its runs scored" in out
+    assert "plan --run-top 3 regret: not run (--no-run-top)" in out
 
 
 def test_no_runs_of_this_host_is_one_line_and_exit_2(

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 
 from greenbench.errors import SpecError
 from greenbench.models.card import ModelCard, ModelInfo, PlannerTerms
-from greenbench.models.mamba.flops import mamba_flops_per_token
+from greenbench.models.mamba.flops import mamba_flops_per_token, mamba_scan_flops_per_token
 
 #: the ``model.scan`` values Mamba accepts besides ``auto``
 CHOICES = ("native", "torch", "triton", "mamba-ssm")
@@ -101,6 +101,14 @@ def activations(info: ModelInfo, cp: int) -> tuple[float, float]:
     return 3.0 * d + 1 + (info.dt_rank or 0) + 4.0 * n, 9.0 * inner + n * inner / SCAN_CHUNK
 
 
+def cp_correction_flops(info: ModelInfo) -> float:
+    """FLOPs per token the context-parallel form adds to a block's scan, an estimate: the
+    start-state correction ``y_t += Σ_n C_t[n]·exp(S_t)[d, n]·h0[d, n]`` costs about 4·D·n
+    forward (the exponential, two products, the sum), run again in backward under
+    checkpointing and differentiated there (about twice the forward): 16·D·n in training."""
+    return 16.0 * (info.d_inner or 0) * (info.d_state or 0)
+
+
 def tp_all_reduces(info: ModelInfo) -> tuple[tuple[int, int], ...]:
     """Forward all-reduces of ``x_proj``'s output (``dt_rank + 2·d_state`` wide) and
     ``out_proj``'s (``d``), and the same two sizes backward."""
@@ -122,6 +130,9 @@ CARD = ModelCard(
         cp_message=lambda info: (0.0, (info.d_inner or 0) * (info.d_state or 0) * 4),
         # A and −A, once per block
         activation_constant=lambda info: 2.0 * (info.d_inner or 0) * (info.d_state or 0),
+        kernel="scan",
+        kernel_flops=lambda info, seq_len: mamba_scan_flops_per_token(info) / info.n_layers,
+        cp_kernel_flops=cp_correction_flops,
     ),
     parts_module="greenbench.models.mamba.parts",
     context_parallel=True,

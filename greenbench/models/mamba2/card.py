@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 from greenbench.errors import SpecError
 from greenbench.models.card import ModelCard, ModelInfo, PlannerTerms
-from greenbench.models.mamba2.flops import mamba2_flops_per_token
+from greenbench.models.mamba2.flops import mamba2_flops_per_token, mamba2_scan_flops_per_token
 
 #: the ``model.scan`` values Mamba-2 accepts besides ``auto``
 CHOICES = ("torch", "fla", "mamba-ssm")
@@ -133,7 +133,13 @@ CARD = ModelCard(
     flops=mamba2_flops_per_token,
     tp_divides=tp_divides,
     # no tensor-parallel split and no context-parallel form: neither communicates
-    planner=PlannerTerms(norms_per_block=1, activations=activations, tp_all_reduces=lambda i: ()),
+    planner=PlannerTerms(
+        norms_per_block=1,
+        activations=activations,
+        tp_all_reduces=lambda i: (),
+        kernel="scan",
+        kernel_flops=lambda info, seq_len: mamba2_scan_flops_per_token(info) / info.n_layers,
+    ),
     parts_module="greenbench.models.mamba2.parts",
     kernel_choices=CHOICES,
     check_kernel=check_scan,

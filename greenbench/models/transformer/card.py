@@ -105,6 +105,11 @@ CARD = ModelCard(
         # that backward
         cp_passes=3,
         cp_message=lambda info: (2 * info.kv_dim, 0.0),
+        # scores and the weighted sum: 2 matmuls × 2 FLOPs × 3 (forward + backward) over d
+        # channels and S keys, the attention part of the card's FLOP count (not discounted)
+        kernel="attention",
+        kernel_flops=lambda info, seq_len: 12.0 * info.d_model * seq_len,
+        causal=True,
     ),
     parts_module="greenbench.models.transformer.parts",
     context_parallel=True,
