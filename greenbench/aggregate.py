@@ -25,6 +25,12 @@ compute them the same way. Conventions, each chosen once here:
   which stays what the run's own devices drew.
 - **GPU power** per device: the window's mean is GPU energy ÷ seconds ÷ devices; the peak is the
   highest power sample of any one GPU (where its meter sampled power).
+- **Useful tokens**: a rank's ``useful_tokens`` (tokens × the share of the blocks each step's
+  paths ran; all of ``tokens`` where it carries none) summed over ranks; ``visited_share`` is
+  useful ÷ tokens, ``useful_flops`` the repeat's FLOPs (already counted for the blocks run),
+  useful tokens/s and J per useful token the plain figures over useful tokens. A run whose
+  microbatches skip stages trains the full model on fewer token-equivalents than it reads;
+  these are its figures against a full-model run's.
 - **MFU above 1** is impossible, so it is never stored or shown, nor clamped: the peak (a CPU
   calibration taken under load, say) or the FLOP count is wrong, and the repeat's MFU is None
   with the reason in ``mfu_note``. (The launcher first re-measures a CPU peak that a run beat.)
@@ -211,6 +217,9 @@ def aggregate_repeat(
     def per_token(joules: float | None) -> float | None:
         return joules / tokens if joules is not None and tokens > 0 else None
 
+    useful = math.fsum(r.tokens if r.useful_tokens is None else r.useful_tokens for r in ranks)
+    share = useful / tokens if tokens > 0 else None
+
     mfu_value, mfu_note = checked_mfu(flops, seconds, peak_flops, n_devices)
     beside = _beside(ranks, parts)
     gpu_avg_w, gpu_peak_w = _gpu_power(ranks, seconds, parts["energy_gpu_j"], n_devices)
@@ -250,6 +259,13 @@ def aggregate_repeat(
         gpu_power_avg_w=gpu_avg_w,
         gpu_power_peak_w=gpu_peak_w,
         idle_note=idle_note,
+        visited_share=share,
+        useful_tokens=useful if share is not None else None,
+        useful_flops=flops if share is not None else None,
+        useful_tokens_per_s=useful / seconds if share is not None else None,
+        joules_per_useful_token=(
+            energy_j / useful if energy_j is not None and share is not None and useful > 0 else None
+        ),
         **beside,
     )
 

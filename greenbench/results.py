@@ -66,6 +66,10 @@ class RankResult:
     grad_bytes: int | None = None
     optim_bytes: int | None = None
     activation_bytes: int | None = None
+    #: the tokens' share of full-model work this rank's paths ran, summed over the window's
+    #: steps (a step's tokens × the share of the (token, block) work it ran:
+    #: `greenbench.strategies.base.Strategy.flops_fraction`); None: every token ran every block
+    useful_tokens: float | None = None
 
     @property
     def state_bytes(self) -> int | None:
@@ -146,6 +150,17 @@ class RepeatResult:
     #: busy, or above the window's mean power; net energy is then None, never negative
     #: (`greenbench.vocabulary.trust`)
     idle_note: str = ""
+    #: the share of the window's (token, block) work that ran: 1 where every token ran every
+    #: block, below 1 where microbatches skip stages (SkipPipe's ``skippipe``/``random``);
+    #: ``useful_tokens`` = ``tokens`` × it, the tokens as full-model work; ``useful_flops`` the
+    #: model FLOPs of that work (what ``flops`` counts too, every strategy scaling its FLOPs by
+    #: the blocks it ran); useful tokens/s and J per useful token follow from them. None where
+    #: not known (FLOPs unknown, or results stored before they were counted)
+    visited_share: float | None = None
+    useful_tokens: float | None = None
+    useful_flops: float | None = None
+    useful_tokens_per_s: float | None = None
+    joules_per_useful_token: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

@@ -248,3 +248,21 @@ def test_beside_windows_survive_the_trip_from_rank_to_launcher():
     old = r.to_dict()
     del old["extra_energy"]  # a result written before these existed
     assert RankResult.from_dict(old).extra_energy == ()
+
+
+def test_useful_tokens_count_the_share_of_the_work_each_rank_ran() -> None:
+    """A rank whose steps ran half the blocks per token: its tokens count half as useful; a rank
+    that says nothing ran every block; J per useful token is energy over useful tokens."""
+    ranks = two_ranks()
+    ranks[0] = replace(ranks[0], useful_tokens=500.0)  # 1000 tokens at share 0.5
+    out = aggregate(ranks)
+    assert out.useful_tokens == 500.0 + 3000.0
+    assert out.visited_share == pytest.approx(3500.0 / 4000.0)
+    assert out.useful_tokens_per_s == pytest.approx(3500.0 / 2.5)
+    assert out.joules_per_useful_token == pytest.approx(150.0 / 3500.0)
+    assert out.useful_flops == out.flops == pytest.approx(12e9)
+    full = aggregate(two_ranks())
+    assert full.visited_share == 1.0 and full.useful_tokens == full.tokens
+    assert full.joules_per_useful_token == pytest.approx(full.joules_per_token)
+    no_energy = aggregate([replace(r, energy=None) for r in ranks])
+    assert no_energy.joules_per_useful_token is None and no_energy.useful_tokens == 3500.0

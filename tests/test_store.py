@@ -383,6 +383,66 @@ def test_runs_stored_before_trust_columns_lose_pids_and_negative_net_energy(
     assert int(versions.v.iloc[0]) == store_mod.SCHEMA_VERSION >= trust
 
 
+def test_runs_stored_before_useful_tokens_open_with_them_known_only_where_nothing_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The useful-tokens migration: a database from before it opens; a run that skipped nothing
+    (another strategy, SkipPipe's full schedules) gets share 1 and its plain figures as useful
+    ones; a SkipPipe run that skipped stays unknown; a new run stores its own beside them."""
+    useful = version_of("useful_tokens")
+    db = tmp_path / "old.duckdb"
+    skippipe = {"strategy": "skippipe", "skippipe.skip": 0.5}
+    runs = {
+        "aaaaaaaaaaaa": {},
+        "bbbbbbbbbbbb": {"strategy": "skippipe", "config": {
+            "settings": skippipe | {"skippipe.schedule": "full"}}},
+        "cccccccccccc": {"strategy": "skippipe", "config": {
+            "settings": skippipe | {"skippipe.schedule": "skippipe"}}},
+        "dddddddddddd": {"strategy": "skippipe", "config": {"settings": skippipe}},
+    }  # fmt: skip
+    with monkeypatch.context() as patch:
+        patch.setattr(store_mod, "SCHEMA_VERSION", useful - 1)  # this file stops before it
+        store = Store(db)
+        con = duckdb.connect(str(db))
+        for run_id, extra in runs.items():
+            store.begin_run(run_row(run_id, **extra))
+            con.execute(
+                "INSERT INTO results (run_id, repeat, tokens, seconds, tokens_per_s, "
+                "energy_source, energy_measured, energy_j, joules_per_token, flops, "
+                "peak_mem_bytes) VALUES (?, 0, 1000, 2.0, 500.0, 'rapl', true, 40.0, 0.04, "
+                "3e9, 5)",
+                [run_id],
+            )
+        con.close()
+        for run_id in runs:
+            store.mark_run(run_id, "ok")
+        assert "visited_share" not in set(read_frame(db, "DESCRIBE results")["column_name"])
+    store = Store(db)  # migrates
+    stored = {run_id: get_run(db, run_id)["results"][0] for run_id in runs}
+    for run_id in ("aaaaaaaaaaaa", "bbbbbbbbbbbb"):
+        r = stored[run_id]
+        assert (r["visited_share"], r["useful_tokens"], r["useful_flops"]) == (1.0, 1000.0, 3e9)
+        assert (r["useful_tokens_per_s"], r["joules_per_useful_token"]) == (500.0, 0.04)
+    for run_id in ("cccccccccccc", "dddddddddddd"):  # skipped: not counted then
+        r = stored[run_id]
+        assert r["visited_share"] is None and r["useful_tokens"] is None
+        assert r["joules_per_useful_token"] is None
+    new = make_outcome()
+    new.repeats = [
+        replace(r, visited_share=0.5, useful_tokens=r.tokens * 0.5, useful_flops=r.flops,
+                useful_tokens_per_s=r.tokens * 0.5 / r.seconds,
+                joules_per_useful_token=None)
+        for r in new.repeats
+    ]  # fmt: skip
+    store.begin_run(run_row("eeeeeeeeeeee"))
+    store.finish_run("eeeeeeeeeeee", new)
+    results = get_run(db, "eeeeeeeeeeee")["results"]
+    assert [r["visited_share"] for r in results] == [0.5, 0.5]
+    assert [r["useful_tokens"] for r in results] == [r.tokens * 0.5 for r in new.repeats]
+    versions = read_frame(db, "SELECT max(version) AS v FROM schema_version")
+    assert int(versions.v.iloc[0]) == store_mod.SCHEMA_VERSION >= useful
+
+
 def test_writes_do_not_hold_the_file(tmp_path: Path) -> None:
     db = tmp_path / "g.duckdb"
     store = Store(db)

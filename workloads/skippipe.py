@@ -1,5 +1,6 @@
-"""The ``skippipe`` workload: skip-scheduled pipeline parallelism against a full pipeline,
-on emulated slow links, with and without a straggling node.
+"""The ``skippipe`` workload: skip-scheduled pipeline parallelism against a full pipeline and a
+straggler-aware full pipeline, and random skip at the same skip ratio, on emulated slow links,
+with and without a straggling node.
 """
 
 from greenbench.workload import Workload
@@ -7,9 +8,9 @@ from greenbench.workload import Workload
 WORKLOAD = Workload(
     name="skippipe",
     question=(
-        "With heterogeneous or failing nodes, how much iteration time does "
-        "skip-scheduled pipeline parallelism save over a full pipeline, and what does "
-        "it cost in loss?"
+        "With heterogeneous or failing nodes, how much iteration time and energy per useful "
+        "token does skip-scheduled pipeline parallelism save over a straggler-aware full "
+        "pipeline and over random skip, and what does it cost in loss?"
     ),
     base={
         "model": {"size": "tiny", "family": "transformer"},
@@ -21,5 +22,10 @@ WORKLOAD = Workload(
         # links between nodes: 10 ms and 1 Gb/s; a straggler computes 3x as long
         "emulate": {"link_latency_ms": 10.0, "link_bandwidth_gbps": 1.0, "slowdown": 3.0},
     },
-    sweep={"skippipe": {"schedule": ["full", "skippipe"]}, "emulate": {"slow_nodes": ["", "2"]}},
+    # the full pipeline (a stage's replicas in turn), the straggler-aware one (only replicas
+    # that are not the straggler), random skip and SkipPipe at the same skip ratio
+    sweep={
+        "skippipe": {"schedule": ["full", "full-aware", "random", "skippipe"]},
+        "emulate": {"slow_nodes": ["", "2"]},
+    },
 )

@@ -31,6 +31,7 @@ class WindowTally:
     tokens: int = 0
     flops: float = 0.0
     n_microbatches: int = 0
+    useful_tokens: float = 0.0
 
     def add(
         self,
@@ -41,9 +42,12 @@ class WindowTally:
         flops: float,
         *,
         counted: bool = True,
+        share: float = 1.0,
     ) -> None:
         """Add one step; ``counted`` False keeps its tokens, FLOPs and loss out of the sums
-        (another rank counts the same tokens: `Strategy.counts_tokens`)."""
+        (another rank counts the same tokens: `Strategy.counts_tokens`); ``share`` is the part
+        of the step's (token, block) work its paths ran (`Strategy.flops_fraction`), its tokens
+        × it counting as useful."""
         self.step_times_s.append(step_s)
         self.compute_s += times.compute_s
         self.comm_s += times.comm_s
@@ -52,6 +56,7 @@ class WindowTally:
         if counted:
             self.loss_sum += loss_sum
             self.tokens += batch.n_tokens
+            self.useful_tokens += batch.n_tokens * share
             self.flops += flops
 
     @property

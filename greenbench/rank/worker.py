@@ -206,6 +206,7 @@ def train_and_measure(
                     batch,
                     flops.of(batch) * strategy.flops_fraction,
                     counted=strategy.counts_tokens,
+                    share=strategy.flops_fraction,
                 )
             synchronize(ctx.device)
             seconds = time.perf_counter() - window_start
@@ -248,6 +249,7 @@ def train_and_measure(
                     grad_bytes=state.grad_bytes,
                     optim_bytes=state.optim_bytes,
                     activation_bytes=state.activation_bytes,
+                    useful_tokens=tally.useful_tokens,
                 )
             )
     finally:

@@ -13,8 +13,10 @@ the report gives them a table of their own.
 
 What is not comparable is never ranked together. A SkipPipe run that skips (`skipped_fraction`:
 its ``skippipe.skip``, the share of the stages each token skips) trains only part of the model
-per token, so its J/token is not a full-model run's: its row is marked ``partial_model`` and sorts
-after every full-model row, and `comparable_front` leaves it off every front. Fronts are drawn
+per token, so its tokens/s and J/token are not a full-model run's: it is not on the leaderboard
+at all (`leaderboard` leaves it out, `skipping_board` pools it alone), and is ranked only within
+its own question, against its full pipelines and on useful tokens (the SkipPipe report section);
+`comparable_front` still leaves a row marked ``partial_model`` off every front. Fronts are drawn
 within one workload and energy source (`comparable_front`): a workload's tokens are not another's.
 
 Every leaderboard and history row carries the trust model (`greenbench.vocabulary.trust`) of the
@@ -44,6 +46,7 @@ import pandas as pd
 
 from greenbench.settings import SCHEMA
 from greenbench.stats import median_ci
+from greenbench.strategies.skippipe.settings import skips
 from greenbench.vocabulary import (
     LEADERBOARD_METRICS,
     OWN_MEASUREMENT_KINDS,
@@ -325,10 +328,20 @@ def leaderboard(
     maximum), ``m_ci_low`` and ``m_ci_high`` (distribution-free CI of the median,
     :func:`greenbench.stats.median_ci`), plus ``n_repeats``, ``n_runs``, ``git_sha`` ("mixed"
     when pooled over several), ``suites``, ``latest_run_id``, ``skipped_fraction`` and
-    ``partial_model`` (`skipped_fraction`). Sorted by J/token, full-model rows first: a run that
-    trains part of the model per token is never ranked among them on J/token alone.
+    ``partial_model`` (`skipped_fraction`). Sorted by J/token. A run that trains part of the
+    model per token (`partial_model_mask`) is left out: its figures pay for less work than a
+    full-model run's, so it is ranked only beside its own full pipelines (`skipping_board`).
     """
-    return _pool(training_rows(rows), scope)
+    board = _pool(training_rows(rows), scope)
+    return board[~board["partial_model"].astype(bool)].reset_index(drop=True)
+
+
+def skipping_board(rows: pd.DataFrame, scope: Literal["latest", "all"] = "latest") -> pd.DataFrame:
+    """The `leaderboard` rows of runs that train part of the model per token only (SkipPipe
+    skipping stages), pooled the same way: what `leaderboard` leaves out, for the views that
+    rank them within their own question."""
+    board = _pool(training_rows(rows), scope)
+    return board[board["partial_model"].astype(bool)].reset_index(drop=True)
 
 
 def own_measurements(
@@ -350,7 +363,8 @@ def modelled_runs(rows: pd.DataFrame, scope: Literal["latest", "all"] = "latest"
 
 def skipped_fraction(rows: pd.DataFrame) -> pd.Series:
     """Per row, the share of the model's stages each token skips: ``skippipe.skip`` of a
-    SkipPipe run whose schedule skips (``skippipe`` or ``random``), 0.0 for a full-model run.
+    SkipPipe run whose schedule skips (``skippipe`` or ``random``), 0.0 for a full-model run
+    (any other strategy, or SkipPipe's ``full`` and ``full-aware``).
 
     Read from the stored ``config`` (its settings) where rows carry it, else from the name a
     skipping SkipPipe configuration has (``skip=0.5``, `greenbench.settings.RunSpec.name`);
@@ -393,7 +407,7 @@ def _skipped(strategy: str, config: object, name: str) -> float:
         if settings.get("strategy", strategy) != "skippipe":
             return 0.0
         sp = SCHEMA.config(settings).skippipe
-        if sp is None or sp.schedule == "full":
+        if sp is None or not skips(sp.schedule):
             return 0.0
         try:
             return max(0.0, float(sp.skip))

@@ -13,8 +13,9 @@ Only what is comparable is ranked together (`greenbench.reporting.leaderboard`).
 (GPU power model)") are on no leaderboard or front: the SkipPipe and power-limit sections list
 them apart, clearly labelled. ``greenbench measure`` results (an own loop, a whole process) are
 not training windows: they get a table of their own. A SkipPipe run that skips stages trains
-part of the model per token: it is marked "partial model", listed after the full-model rows of
-its workload, on no front and never the fewest J/token. A database with no measured training
+part of the model per token: it is on no leaderboard, front or workload ranking (the leaderboard
+names it and says why), and is ranked only within its own question in the SkipPipe section, on
+useful tokens beside the plain figures. A database with no measured training
 run still gets a report: a note that there is no measured leaderboard, what the database holds,
 and the sections that show it.
 

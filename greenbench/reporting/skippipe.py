@@ -1,17 +1,27 @@
-"""SkipPipe against a full pipeline: the `skippipe` workload's real runs paired, and the
-simulated runs listed apart.
+"""SkipPipe against full pipelines: the `skippipe` workload's real runs ranked within their own
+question, and the simulated runs listed apart.
 
 **Real runs.** The newest ok run of each configuration (medians over its repeats), grouped by
-everything but the schedule, the skip ratio and the straggler (``emulate.slow_nodes``): in each
-group and straggler condition, the full pipeline (GPipe order) is paired with every skipping
-schedule. Per condition: iteration time (``step_time_p50_s``), tokens/s, J/token (with its energy
-label) and loss of each side, and the gain, full ÷ skipping iteration time. Then:
+everything but the schedule, the skip ratio and the straggler (``emulate.slow_nodes``). In each
+group and straggler condition every schedule is listed and ranked (`ranked`: J per useful token,
+then useful tokens/s): the full pipeline (GPipe order, a stage's replicas in turn), the
+straggler-aware full pipeline (``full-aware``: every stage, but only through replicas that are
+not stragglers), random skip and SkipPipe. Beside tokens/s and J/token stand the visited share
+(the share of the (token, block) work the paths ran) and the figures over useful tokens (tokens
+× that share): a skipping run reads every token but trains each through part of the model, so
+only the useful figures compare it with a full pipeline. Skipping runs are ranked here only,
+never on the leaderboard (`greenbench.reporting.leaderboard.leaderboard` leaves them out).
 
-* the gain from visiting fewer stages = full ÷ skipping *without* a straggler: a microbatch runs
-  fewer blocks, the same compute removed in both conditions;
-* the gain *with* the straggler = full ÷ skipping with it;
-* the part due to routing around the straggler = (gain with) ÷ (gain without): what the
-  scheduler's paths save beyond skipping (only the straggler case has it);
+The baseline is the straggler-aware full pipeline: a full pipeline that keeps feeding the
+straggler is a weak baseline, and most of a gain measured against it is that weakness. Then:
+
+* each schedule's gain = straggler-aware full ÷ its iteration time (``step_time_p50_s``), and
+  beside it the gain against the plain full pipeline;
+* the straggler-aware full pipeline's own gain over the plain one (what leaving the straggler out
+  gains before any stage is skipped);
+* the gain from visiting fewer stages = the gain without a straggler (where both full pipelines
+  run one plan), and with it the part due to routing around the straggler = (gain with) ÷ (gain
+  without), both against the straggler-aware baseline;
 * each run's loss beside it. A loss averaged over a short measured window is not the cost in
   convergence of skipping: that comes from ``benchmarks/skippipe_quality.py``
   (``reports/skippipe-cpu/``: loss against tokens and wall-clock, perplexity with stages
@@ -36,9 +46,13 @@ from greenbench.reporting.leaderboard import simulated_mask
 from greenbench.reporting.repeats import newest_runs, read_repeats
 from greenbench.reporting.section import ReportContext
 from greenbench.settings import SCHEMA, RunSettings, SkipPipeSettings
+from greenbench.strategies.skippipe.settings import skips
 
 WORKLOAD = "skippipe"
-MEDIANS = ["step_time_p50_s", "tokens_per_s", "joules_per_token", "loss"]
+MEDIANS = [
+    "step_time_p50_s", "tokens_per_s", "joules_per_token", "loss", "visited_share",
+    "useful_tokens_per_s", "joules_per_useful_token",
+]  # fmt: skip
 COLUMNS = [
     "run_id", "config_key", "config_name", "config", "workload", "strategy", "started_at",
     "energy_source", "energy_measured", "simulated", "device_type", "nproc", *MEDIANS,
@@ -158,16 +172,25 @@ def read_runs(db_path: str | Path) -> pd.DataFrame:
     return out.sort_values("started_at").reset_index(drop=True)
 
 
+def _baseline(rows: pd.DataFrame, schedule: str) -> pd.Series | None:
+    """The newest run of ``schedule`` among ``rows`` (one group and condition), or None."""
+    found = rows[rows["schedule"] == schedule]
+    return None if found.empty else found.iloc[-1]
+
+
 def pairs(real: pd.DataFrame) -> pd.DataFrame:
-    """Per group, straggler condition and skipping schedule (with its skip ratio): the full
-    pipeline's and the schedule's figures and the gain, full ÷ skipping iteration time."""
-    columns = ["group", "described", "condition", "schedule", "skip", "gain"]
+    """Per group, straggler condition and schedule other than the plain full pipeline: the
+    plain full pipeline's and the schedule's figures, ``gain`` (full ÷ this iteration time)
+    and ``aware_gain`` (straggler-aware full ÷ this iteration time; without a straggler the
+    two full pipelines run the same plan, so the plain one stands in where the aware one was
+    not measured; NaN where there is no baseline)."""
+    columns = ["group", "described", "condition", "schedule", "skip", "gain", "aware_gain"]
     out = []
     for (group, cond), rows in real.groupby(["group", "condition"], sort=False):
-        full = rows[rows["schedule"] == "full"]
-        if full.empty:
+        base = _baseline(rows, "full")
+        aware = _aware(rows, cond)
+        if base is None and aware is None:
             continue
-        base = full.iloc[-1]  # the newest full pipeline (it visits every stage, any skip)
         for r in rows[rows["schedule"] != "full"].itertuples():
             out.append(
                 {
@@ -176,8 +199,10 @@ def pairs(real: pd.DataFrame) -> pd.DataFrame:
                     "condition": cond,
                     "schedule": r.schedule,
                     "skip": r.skip,
-                    "gain": base["step_time_p50_s"] / r.step_time_p50_s,
-                    **{f"full_{m}": base[m] for m in (*MEDIANS, "energy")},
+                    "gain": _ratio(base, r),
+                    "aware_gain": _ratio(aware, r),
+                    **{f"full_{m}": _get(base, m) for m in (*MEDIANS, "energy")},
+                    **{f"aware_{m}": _get(aware, m) for m in (*MEDIANS, "energy")},
                     **{m: getattr(r, m) for m in (*MEDIANS, "energy")},
                 }
             )
@@ -186,9 +211,35 @@ def pairs(real: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
+def _get(row: pd.Series | None, column: str) -> Any:
+    return math.nan if row is None else row[column]
+
+
+def _ratio(base: pd.Series | None, r: Any) -> float:
+    """Baseline ÷ this iteration time (NaN without a baseline)."""
+    if base is None:
+        return math.nan
+    return float(base["step_time_p50_s"]) / float(r.step_time_p50_s)
+
+
+def ranked(rows: pd.DataFrame) -> pd.DataFrame:
+    """One group and condition's runs, every schedule, ranked within their own question: by J
+    per useful token (fewest first), then useful tokens/s (most first); figures unknown last."""
+    order = rows.assign(
+        _j=pd.to_numeric(rows["joules_per_useful_token"], errors="coerce"),
+        _t=-pd.to_numeric(rows["useful_tokens_per_s"], errors="coerce"),
+    )
+    return order.sort_values(["_j", "_t"], na_position="last").drop(columns=["_j", "_t"])
+
+
 def _g(v: Any, spec: str = ".4g") -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "n/a"
+    try:
+        if pd.isna(v):
+            return "n/a"
+    except (TypeError, ValueError):
+        pass
     return format(v, spec)
 
 
@@ -196,8 +247,17 @@ def _loss(v: Any) -> str:
     return _g(v, ".4f")
 
 
+def _times(v: Any) -> str:
+    return "n/a" if v is None or pd.isna(v) else f"{v:.2f}×"
+
+
+def _schedule(r: Any) -> str:
+    return f"{r.schedule} skip={r.skip:g}" if skips(r.schedule) else r.schedule
+
+
 def real_markdown(real: pd.DataFrame) -> list[str]:
-    """The paired real runs: one table per group, then the gains split (module docstring)."""
+    """The real runs: per group a table of every schedule under each condition, ranked within
+    it, then each schedule's gain against the baselines (module docstring)."""
     paired = pairs(real)
     if paired.empty:
         return [
@@ -206,48 +266,82 @@ def real_markdown(real: pd.DataFrame) -> list[str]:
             "no gain can be given.",
         ]
     lines: list[str] = []
-    for _, rows in paired.groupby("group", sort=False):
+    for group, runs in real.groupby("group", sort=False):
+        if group not in set(paired["group"]):
+            continue
         lines += [
             "",
-            f"**{rows['described'].iloc[0]}**",
+            f"**{runs['described'].iloc[0]}**",
             "",
-            "| straggler | schedule | iteration (s): full → skipping | full ÷ skipping "
-            "| tokens/s: full → skipping | J/token: full → skipping | loss: full → skipping |",
-            "|---|---|---|---|---|---|---|",
+            "| straggler | rank | schedule | visited share | iteration (s) | straggler-aware "
+            "full ÷ it | tokens/s | useful tokens/s | J/token | J/useful token | energy | loss |",
+            "|---|---|---|---|---|---|---|---|---|---|---|---|",
         ]
-        for r in rows.itertuples():
-            energy = r.energy if r.energy == r.full_energy else f"{r.full_energy} → {r.energy}"
-            lines.append(
-                f"| {r.condition} | {r.schedule} skip={r.skip:g} "
-                f"| {_g(r.full_step_time_p50_s)} → {_g(r.step_time_p50_s)} | {r.gain:.2f}× "
-                f"| {_g(r.full_tokens_per_s, ',.0f')} → {_g(r.tokens_per_s, ',.0f')} "
-                f"| {_g(r.full_joules_per_token)} → {_g(r.joules_per_token)} ({energy}) "
-                f"| {_loss(r.full_loss)} → {_loss(r.loss)} |"
-            )
-        lines += ["", *_split(rows)]
+        for cond, rows in runs.groupby("condition", sort=False):
+            aware = _aware(rows, cond)
+            for rank, r in enumerate(ranked(rows).itertuples(), 1):
+                lines.append(
+                    f"| {cond} | {rank} | {_schedule(r)} | {_g(r.visited_share, '.3f')} "
+                    f"| {_g(r.step_time_p50_s)} | {_times(_ratio(aware, r))} "
+                    f"| {_g(r.tokens_per_s, ',.0f')} | {_g(r.useful_tokens_per_s, ',.0f')} "
+                    f"| {_g(r.joules_per_token)} | {_g(r.joules_per_useful_token)} "
+                    f"| {r.energy} | {_loss(r.loss)} |"
+                )
+        lines += ["", *_split(paired[paired["group"] == group])]
     return lines
 
 
+def _aware(rows: pd.DataFrame, cond: str) -> pd.Series | None:
+    """The straggler-aware baseline of one group and condition: its newest ``full-aware`` run,
+    or without a straggler its plain full pipeline (the same plan there)."""
+    aware = _baseline(rows, "full-aware")
+    if aware is None and cond == NO_STRAGGLER:
+        aware = _baseline(rows, "full")
+    return aware
+
+
 def _split(rows: pd.DataFrame) -> list[str]:
-    """The gain from fewer stages, the gain with each straggler, and the routing part."""
+    """Each schedule's gain against the straggler-aware full pipeline, what the plain full
+    pipeline adds to it, and, for the skipping schedules, fewer stages against routing."""
     out = []
-    for (schedule, skip), sched in rows.groupby(["schedule", "skip"], sort=False):
-        name = f"{schedule} skip={skip:g}"
-        without = sched[sched["condition"] == NO_STRAGGLER]
-        if without.empty:
-            out.append(f"- {name}: no run without a straggler, so the gains cannot be split.")
+    for cond, sched in rows[rows["schedule"] == "full-aware"].groupby("condition", sort=False):
+        r = sched.iloc[0]
+        if cond == NO_STRAGGLER:  # one plan twice: their ratio is the runs' spread
+            out.append(
+                f"- straggler-aware full pipeline ({cond}): the plain full pipeline's plan, so "
+                f"plain full ÷ it = {_times(r['gain'])} is run-to-run spread, not a gain."
+            )
             continue
-        fewer = float(without["gain"].iloc[0])
-        w = without.iloc[0]
         out.append(
-            f"- {name}, gain from visiting fewer stages (no straggler): full ÷ skipping = "
-            f"{fewer:.2f}× (loss {_loss(w['full_loss'])} full, {_loss(w['loss'])} skipping)"
+            f"- straggler-aware full pipeline ({cond}): plain full ÷ it = {_times(r['gain'])}: "
+            "what leaving the straggler out gains before any stage is skipped."
+        )
+    for (schedule, skip), sched in rows[rows["schedule"] != "full-aware"].groupby(
+        ["schedule", "skip"], sort=False
+    ):
+        name = f"{schedule} skip={skip:g}"
+        for r in sched.itertuples():
+            out.append(
+                f"- {name} ({r.condition}): gain against the straggler-aware full pipeline "
+                f"{_times(r.aware_gain)} (against the plain full pipeline {_times(r.gain)}); "
+                f"loss {_loss(r.aware_loss)} straggler-aware full, {_loss(r.loss)} {schedule}"
+            )
+        without = sched[sched["condition"] == NO_STRAGGLER]
+        if without.empty or pd.isna(without["aware_gain"].iloc[0]):
+            out.append(f"- {name}: no gain without a straggler, so the gains cannot be split.")
+            continue
+        fewer = float(without["aware_gain"].iloc[0])
+        out.append(
+            f"- {name}, gain from visiting fewer stages (no straggler, where both full pipelines "
+            f"run one plan): {fewer:.2f}×"
         )
         for r in sched[sched["condition"] != NO_STRAGGLER].itertuples():
+            if pd.isna(r.aware_gain):
+                continue
             out.append(
-                f"- {name}, with the straggler ({r.condition}): gain {r.gain:.2f}×; of it, "
-                f"routing around the straggler {r.gain / fewer:.2f}× (= {r.gain:.2f} ÷ "
-                f"{fewer:.2f}; loss {_loss(r.full_loss)} full, {_loss(r.loss)} skipping)"
+                f"- {name}, with the straggler ({r.condition}): of its {r.aware_gain:.2f}× "
+                f"against the straggler-aware full pipeline, routing around the straggler "
+                f"{r.aware_gain / fewer:.2f}× (= {r.aware_gain:.2f} ÷ {fewer:.2f})"
             )
     return out
 
@@ -264,7 +358,7 @@ def simulated_markdown(sims: pd.DataFrame) -> list[str]:
         same = sims[(sims["group"] == r.group) & (sims["condition"] == r.condition)]
         full = same[same["schedule"] == "full"]
         ratio = f"{r.step_time_p50_s / full['step_time_p50_s'].iloc[-1]:.3f}" if len(full) else "—"
-        skip = "" if r.schedule == "full" else f" skip={r.skip:g}"
+        skip = f" skip={r.skip:g}" if skips(r.schedule) else ""
         cells = [
             r.config_name, r.network, _g(r.nodes, "d") if pd.notna(r.nodes) else "n/a",
             f"{r.schedule}{skip}", r.condition, _g(r.step_time_p50_s), ratio,
@@ -285,14 +379,21 @@ def section(db_path: str | Path) -> list[str]:
     if not real.empty:
         lines += [
             "",
-            "## SkipPipe against a full pipeline (measured)",
+            "## SkipPipe against full pipelines (measured)",
             "",
-            "Real runs of the `skippipe` workload: the full pipeline (every microbatch through "
-            "every stage, GPipe order) beside each skipping schedule, under the same emulated "
-            "links, with and without a straggler (a node computing slower). Iteration is the "
-            "median step time. The gain without a straggler comes from visiting fewer stages "
-            "(the same compute removed in both conditions); the gain with it also holds what "
-            "routing around the straggler saves, which only that case has: their ratio.",
+            "Real runs of the `skippipe` workload under the same emulated links, with and without "
+            "a straggler (a node computing slower): the full pipeline (every microbatch through "
+            "every stage, GPipe order, a stage's replicas in turn), the straggler-aware full "
+            "pipeline (the same, but only through replicas that are not the straggler), random "
+            "skip and SkipPipe (both skipping the same share of stages). Iteration is the median "
+            "step time. A skipping run reads every token but trains each through part of the "
+            "model: its visited share is the share of the (token, block) work its paths ran, "
+            "and useful tokens are tokens × that share, so useful tokens/s and J per useful token "
+            "compare it with a full pipeline where tokens/s and J/token cannot. That is why "
+            "skipping runs are ranked only here, within their condition (by J per useful token, "
+            "then useful tokens/s), and not on the leaderboard. Gains are against the "
+            "straggler-aware full pipeline: against the plain one, which keeps feeding the "
+            "straggler, much of a gain is the baseline's weakness.",
             *real_markdown(real),
             "",
             "Loss here is the mean training loss over a short measured window (a few steps from "
@@ -320,7 +421,10 @@ class SkipPipeSection:
 
     name = "skippipe"
     order = 60
-    doc = "SkipPipe against a full pipeline (measured), and simulated configurations apart"
+    doc = (
+        "SkipPipe against full pipelines (measured, ranked on useful tokens), and simulated "
+        "configurations apart"
+    )
 
     def applies(self, context: ReportContext) -> bool:
         """When the report reads the whole database."""

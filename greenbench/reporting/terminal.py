@@ -204,6 +204,9 @@ def run_detail(db_path: Path, run_id: str) -> None:
         for r in results:  # why an MFU is unknown, or how its peak was re-measured
             if r.get("mfu_note"):
                 console.print(f"MFU of repeat {r['repeat']}: {cell(r['mfu_note'])}")
+        for r in results:  # a run whose microbatches skip stages: its figures on useful tokens
+            if line := useful_line(r):
+                console.print(f"repeat {r['repeat']}: {line}")
         for r in results:  # what was read beside the run's own devices
             if line := beside_line(r):
                 console.print(f"repeat {r['repeat']}: {line}")
@@ -241,6 +244,22 @@ def run_detail(db_path: Path, run_id: str) -> None:
                 _fmt(None if read_elsewhere(r) else r["energy_j"], ".4g"),
             )
         console.print(table)
+
+
+def useful_line(result: dict[str, Any]) -> str:
+    """A repeat that ran part of the (token, block) work: its visited share, useful tokens/s
+    and J per useful token beside the plain ones ("" where it ran all of it, or it is unknown)."""
+    share = result.get("visited_share")
+    if _missing(share) or share >= 1:
+        return ""
+    return (
+        f"visited share {share:.3f} of the (token, block) work: useful tokens/s "
+        f"{_fmt(result.get('useful_tokens_per_s'), ',.0f')} (tokens/s "
+        f"{_fmt(result.get('tokens_per_s'), ',.0f')}), J per useful token "
+        f"{_fmt(result.get('joules_per_useful_token'))} (J/token "
+        f"{_fmt(result.get('joules_per_token'))}); useful FLOPs "
+        f"{_fmt(result.get('useful_flops'), '.3g')}"
+    )
 
 
 def read_elsewhere(rank: dict[str, Any]) -> bool:

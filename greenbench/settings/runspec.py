@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from greenbench.config import Config
+from greenbench.strategies.skippipe.settings import skips
 from greenbench.vocabulary import Layout, is_user_workload
 
 
@@ -61,7 +62,7 @@ class RunSpec:
         elif strategy == "skippipe":  # its schedule and emulated conditions tell runs apart
             sp = c.skippipe
             parts = [sp.schedule, sp.stages]
-            if parts[0] != "full":
+            if skips(sp.schedule):
                 parts.append(f"skip={sp.skip:g}")
             if sp.slow_nodes:
                 parts.append(f"slow={sp.slow_nodes}×{sp.slowdown:g}")

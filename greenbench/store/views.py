@@ -33,7 +33,8 @@ RESULT_TABLE_COLUMNS = frozenset(
         "peak_mem_bytes", "step_time_p50_s", "step_time_p95_s", "wait_fraction", "wait_energy_j",
         "co2_g", "loss", "energy_note", "step_times_s", "mfu_note", "state_bytes",
         "gpu_power_avg_w", "gpu_power_peak_w", "energy_node_j", "energy_node_source",
-        "energy_node_note", "energy_host_source", "idle_note",
+        "energy_node_note", "energy_host_source", "idle_note", "visited_share", "useful_tokens",
+        "useful_flops", "useful_tokens_per_s", "joules_per_useful_token",
     }
 )  # fmt: skip
 

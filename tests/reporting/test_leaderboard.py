@@ -23,6 +23,7 @@ from greenbench.reporting.leaderboard import (
     own_measurements,
     pareto_front,
     pareto_front_by,
+    skipping_board,
     training_rows,
 )
 from greenbench.stats import median_ci
@@ -294,7 +295,8 @@ def test_own_measurements_pool_on_their_own_board() -> None:
 
 def skipping(key: str, jpt: float, tps: float, skip: float, schedule: str = "skippipe"):
     settings = {"strategy": "skippipe", "skippipe.schedule": schedule, "skippipe.skip": skip}
-    name = f"t/tiny skippipe[{schedule} 1-2-1{f' skip={skip:g}' if schedule != 'full' else ''}]"
+    named = f" skip={skip:g}" if not schedule.startswith("full") else ""
+    name = f"t/tiny skippipe[{schedule} 1-2-1{named}]"
     return [
         r | {"strategy": "skippipe", "workload": "skippipe", "config_name": name,
              "config": json.dumps({"settings": settings})}
@@ -302,20 +304,25 @@ def skipping(key: str, jpt: float, tps: float, skip: float, schedule: str = "ski
     ]  # fmt: skip
 
 
-def test_a_skipping_run_is_partial_model_and_never_ranked_above_full_model_runs() -> None:
+def test_a_skipping_run_is_never_on_the_leaderboard_but_on_a_board_of_its_own() -> None:
     # SkipPipe skipping half its stages: fewest J/token of all, yet it trains half the model
     rows = frame(
         repeat_rows("dense", [10, 10], [1.0, 1.0], run_id="r0"),
         skipping("full", 2.0, 8.0, 0.5, schedule="full"),
+        skipping("aware", 1.9, 8.5, 0.5, schedule="full-aware"),
         skipping("skip", 0.4, 20.0, 0.5),
+        skipping("rand", 0.5, 18.0, 0.5, schedule="random"),
     )
     board = leaderboard(rows)
-    assert board["config_key"].tolist() == ["dense", "full", "skip"]
-    assert board["partial_model"].tolist() == [False, False, True]
-    assert board["skipped_fraction"].tolist() == [0.0, 0.0, 0.5]
+    assert board["config_key"].tolist() == ["dense", "aware", "full"]
+    assert not board["partial_model"].any() and board["skipped_fraction"].tolist() == [0.0] * 3
+    apart = skipping_board(rows)
+    assert apart["config_key"].tolist() == ["skip", "rand"]
+    assert apart["partial_model"].all() and apart["skipped_fraction"].tolist() == [0.5, 0.5]
     # without its config the name tells it (the dashboard's rows carry no config)
-    named = leaderboard(rows.drop(columns=["config"]))
-    assert named["partial_model"].tolist() == [False, False, True]
+    named = rows.drop(columns=["config"])
+    assert leaderboard(named)["config_key"].tolist() == ["dense", "aware", "full"]
+    assert skipping_board(named)["config_key"].tolist() == ["skip", "rand"]
 
 
 def test_fronts_are_per_workload_and_energy_source_and_leave_partial_model_runs_off() -> None:
@@ -326,7 +333,7 @@ def test_fronts_are_per_workload_and_energy_source_and_leave_partial_model_runs_
         skipping("full", 2.0, 8.0, 0.5, schedule="full"),
         skipping("skip", 0.4, 20.0, 0.5),
     )
-    board = leaderboard(rows)
+    board = pd.concat([leaderboard(rows), skipping_board(rows)], ignore_index=True)
     front = comparable_front(board, "tokens_per_s", "joules_per_token", "max", "min")
     on = dict(zip(board["config_key"], front, strict=True))
     # one front per workload: hybrid's slow, costly run is its own workload's front

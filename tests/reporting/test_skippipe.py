@@ -1,5 +1,6 @@
-"""greenbench.reporting.skippipe: real SkipPipe runs paired with the full pipeline, the gains
-split into fewer stages and routing around a straggler, simulated runs listed apart."""
+"""greenbench.reporting.skippipe: real SkipPipe runs ranked within their condition on useful
+tokens, each schedule's gain against the straggler-aware full pipeline, the gains split into
+fewer stages and routing around a straggler, simulated runs listed apart."""
 
 from __future__ import annotations
 
@@ -33,6 +34,8 @@ RUNS = {
     "skip0": ({"skippipe.schedule": "skippipe", "emulate.slow_nodes": ""}, 1.25, 5.10, "rapl"),
     "full1": ({"skippipe.schedule": "full", "emulate.slow_nodes": "2"}, 3.0, 5.01, "rapl"),
     "skip1": ({"skippipe.schedule": "skippipe", "emulate.slow_nodes": "2"}, 1.5, 5.12, "rapl"),
+    "aware1": ({"skippipe.schedule": "full-aware", "emulate.slow_nodes": "2"}, 2.4, 5.00, "rapl"),
+    "rand1": ({"skippipe.schedule": "random", "emulate.slow_nodes": "2"}, 2.0, 5.11, "rapl"),
     "simf": (
         {"skippipe.schedule": "full", "emulate.slow_nodes": "", "skippipe.mode": "simulate",
          "skippipe.network": "gcp12", "skippipe.stages": "5-3-3-3-3-3"},
@@ -46,6 +49,12 @@ RUNS = {
 }  # fmt: skip
 
 
+def _skip(settings: dict[str, Any]) -> str:
+    """What a skipping run's name says of it (`RunSpec.name`), the repeat rows' only clue."""
+    full = settings["skippipe.schedule"].startswith("full")
+    return "" if full else f" skip={settings['skippipe.skip']:g}"
+
+
 def skippipe_db(tmp_path: Path, runs: dict[str, Any] = RUNS) -> Path:
     made = []
     for run_id, (over, iteration, _, source) in runs.items():
@@ -53,7 +62,8 @@ def skippipe_db(tmp_path: Path, runs: dict[str, Any] = RUNS) -> Path:
         simulated = settings["skippipe.mode"] == "simulate"
         made.append(
             fixtures._run(
-                run_id, "skippipe", f"skippipe {run_id}", strategy="skippipe", nproc=4,
+                run_id, "skippipe", f"skippipe {run_id}{_skip(settings)}", strategy="skippipe",
+                nproc=4,
                 source=source, tps=2048 / iteration, jpt=0.5 * iteration,
                 config=json.dumps({"workload": "skippipe", "settings": settings}),
                 device_type="simulated:gcp12" if simulated else "cpu:test",
@@ -62,33 +72,69 @@ def skippipe_db(tmp_path: Path, runs: dict[str, Any] = RUNS) -> Path:
         )  # fmt: skip
     path = fixtures.make_db(tmp_path / "s.duckdb", made)
     con = duckdb.connect(str(path))  # the fixture's schema is version 1: no simulated column
-    for run_id, (_, iteration, loss, _) in runs.items():
+    for column in ("visited_share", "useful_tokens_per_s", "joules_per_useful_token"):
+        con.execute(f"ALTER TABLE results ADD COLUMN {column} DOUBLE")
+    for run_id, (over, iteration, loss, _) in runs.items():
+        share = 1.0 if over["skippipe.schedule"].startswith("full") else 0.5
         con.execute(
-            "UPDATE results SET step_time_p50_s = ?, loss = ? WHERE run_id = ?",
-            [iteration, loss, run_id],
+            "UPDATE results SET step_time_p50_s = ?, loss = ?, visited_share = ?, "
+            "useful_tokens_per_s = tokens_per_s * ?, joules_per_useful_token = "
+            "joules_per_token / ? WHERE run_id = ?",
+            [iteration, loss, share, share, share, run_id],
         )
     con.close()
     return path
 
 
-def test_full_and_skippipe_are_paired_per_straggler_condition(tmp_path: Path):
+def test_every_schedule_is_paired_with_both_full_pipelines_per_straggler_condition(
+    tmp_path: Path,
+):
     table = read_runs(skippipe_db(tmp_path))
     assert set(table[table["is_simulated"]]["run_id"]) == {"simf", "sims"}
     paired = pairs(table[~table["is_simulated"]])
-    gains = dict(zip(paired["condition"], paired["gain"], strict=True))
-    assert gains == {"no straggler": 1.6, "slow=2×3": 2.0}
+    got = {
+        (r.condition, r.schedule): (round(r.gain, 9), round(r.aware_gain, 9))
+        for r in paired.itertuples()
+    }
+    # without a straggler the plain full pipeline is the straggler-aware one's plan
+    assert got[("no straggler", "skippipe")] == (1.6, 1.6)
+    assert got[("slow=2×3", "skippipe")] == (2.0, 1.6)
+    assert got[("slow=2×3", "random")] == (1.5, 1.2)
+    assert got[("slow=2×3", "full-aware")] == (1.25, 1.0)
     assert set(paired["energy"]) == {"measured (rapl)"}
 
 
-def test_the_gains_are_split_into_fewer_stages_and_routing(tmp_path: Path):
+def test_runs_are_ranked_on_useful_tokens_and_gains_are_against_the_straggler_aware_baseline(
+    tmp_path: Path,
+):
     text = "\n".join(section(skippipe_db(tmp_path)))
-    assert "## SkipPipe against a full pipeline (measured)" in text
-    row = next(line for line in text.splitlines() if line.startswith("| no straggler"))
-    assert row.startswith("| no straggler | skippipe skip=0.5 | 2 → 1.25 | 1.60× | 1,024 → 1,638 |")
-    assert row.endswith("(measured (rapl)) | 5.0000 → 5.1000 |")  # J/token: the fixture's noise
-    assert "gain from visiting fewer stages (no straggler): full ÷ skipping = 1.60×" in text
-    assert "with the straggler (slow=2×3): gain 2.00×; of it, routing around the straggler" in text
-    assert "1.25× (= 2.00 ÷ 1.60; loss 5.0100 full, 5.1200 skipping)" in text
+    assert "## SkipPipe against full pipelines (measured)" in text
+    assert "not on the leaderboard" in text
+    rows = [line for line in text.splitlines() if line.startswith("| slow=2×3 |")]
+    # ranked on J per useful token: a skipping run's J/token over its visited share (0.5)
+    assert [r.split(" | ")[2] for r in rows] == [
+        "full-aware", "skippipe skip=0.5", "full", "random skip=0.5"]  # fmt: skip
+    assert rows[0].startswith("| slow=2×3 | 1 | full-aware | 1.000 | 2.4 | 1.00× | 853 | 853 |")
+    # 1.6× the iterations, yet fewer useful tokens/s: each token ran half the blocks
+    assert rows[1].startswith("| slow=2×3 | 2 | skippipe skip=0.5 | 0.500 | 1.5 | 1.60× ")
+    assert "| 1,365 | 683 | 0.7407 | 1.481 | measured (rapl) | 5.1200 |" in rows[1]
+    assert rows[2].split(" | ")[5] == "0.80×"  # the plain full pipeline is slower than it
+    assert (
+        "- straggler-aware full pipeline (slow=2×3): plain full ÷ it = 1.25×: what leaving the "
+        "straggler out gains before any stage is skipped." in text
+    )
+    assert (
+        "- skippipe skip=0.5 (slow=2×3): gain against the straggler-aware full pipeline 1.60× "
+        "(against the plain full pipeline 2.00×); loss 5.0000 straggler-aware full, "
+        "5.1200 skippipe" in text
+    )
+    assert "- skippipe skip=0.5, gain from visiting fewer stages (no straggler, where" in text
+    routing = (
+        "- skippipe skip=0.5, with the straggler (slow=2×3): of its 1.60× against the "
+        "straggler-aware full pipeline, routing around the straggler 1.00× (= 1.60 ÷ 1.60)"
+    )
+    assert routing in text
+    assert "- random skip=0.5: no gain without a straggler, so the gains cannot be split." in text
     assert "not the cost in convergence" in text and "benchmarks/skippipe_quality.py" in text
 
 
@@ -101,12 +147,13 @@ def test_simulated_runs_are_listed_apart_and_kept_off_the_leaderboard(tmp_path: 
     assert "simulated (model)" in simulated and "skip0" not in simulated
     measured = text.split("## Simulated")[0]
     assert "97.22" not in measured and "simulated (model)" not in measured
-    board = summarise(query_results(db))
-    assert set(board["config_name"]) == {f"skippipe {r}" for r in ("full0", "skip0", "full1",
-                                                                    "skip1")}  # fmt: skip
+    board = summarise(query_results(db))  # skipping runs are ranked in their section only
+    assert set(board["config_name"]) == {f"skippipe {r}" for r in ("full0", "full1", "aware1")}
     report = write_report(db, tmp_path / "r").read_text()
     leaderboard = report.split("## Leaderboard")[1].split("## ")[0]
-    assert "simf" not in leaderboard and "sims" not in leaderboard and "skip0" in leaderboard
+    assert "simf" not in leaderboard and "sims" not in leaderboard
+    assert "`skippipe skip0 skip=0.5`" in leaderboard.split("are not on this leaderboard")[1]
+    assert "| skippipe skip0 skip=0.5 |" not in leaderboard
     workload = report.split("## Workload `skippipe`")[1]
     assert "simf" not in workload and "sims" not in workload
     assert "## Simulated configurations (not measured)" in report

@@ -18,8 +18,8 @@ from `greenbench.planner.skippipe`, and its discrete-event simulator times them
   sequence length 1024, 20 devices, and layout ``pp6``: the network's 6 stages, not the spec's
   default ranks resolved; a stage holds up to 5 nodes there, so the layout's degrees do not
   multiply to its 20 devices as a rank mesh's do). ``full`` is the scheduler's full pipeline
-  (fixed pipelines, first come first served), ``random`` and ``skippipe`` its random skip and
-  SkipPipe.
+  (fixed pipelines, first come first served), ``full-aware`` the same with its pipelines
+  leaving out the slow nodes, ``random`` and ``skippipe`` its random skip and SkipPipe.
 
 What a simulated run stores, per repeat (every repeat is the same: the simulation is
 deterministic) and per node (a "rank" row each, numbered as the run's ranks on ``local``, as the
@@ -33,6 +33,8 @@ published nodes on ``gcp12``):
 * energy: `simulate_energy` at the assumed `ASSUMED_BUSY_W` and `ASSUMED_IDLE_W` per node,
   source ``model`` (`SIMULATED_SOURCE`), ``energy_measured`` false, and ``runs.simulated``
   true; net energy is gross less the assumed idle watts over the window;
+* the visited share: the share of the (token, block) work the paths ran (stage 0's layers and
+  the visited stages', over every layer), useful tokens beside tokens;
 * no loss, FLOPs, MFU or memory (no model ran): stored unknown (NULL), never 0.
 
 The watts are assumptions, not readings: those of an accelerator node under load and idle (the
@@ -60,6 +62,7 @@ from greenbench.planner.skippipe.topology import (
 )
 from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
 from greenbench.settings.runspec import RunSpec
+from greenbench.strategies.skippipe.settings import FULL_SCHEDULES
 from greenbench.vocabulary import SIMULATED_SOURCE, Layout
 
 #: assumed power of one node computing, W (not measured: an accelerator node under load)
@@ -85,6 +88,7 @@ class Iteration:
     ranks: tuple[int, ...]
     tokens: dict[int, int]
     energy_j: tuple[float, ...]
+    share: float = 1.0  # the share of the (token, block) work its paths ran
 
 
 def is_simulated(spec: RunSpec) -> bool:
@@ -132,6 +136,7 @@ def _local_iterations(spec: RunSpec) -> list[Iteration]:
         local_topology,
         make_plan,
         run_costs,
+        stage_layers,
     )
 
     c = spec.config
@@ -159,7 +164,10 @@ def _local_iterations(spec: RunSpec) -> list[Iteration]:
             topology, ranks = local_topology(plan.stage_nodes, costs)
             schedule = as_schedule(plan, ranks, sp.schedule)
             tokens = {r: per_microbatch * plan.data_node.count(r) for r in ranks}
-            done[gone] = _iteration(schedule, topology, ranks, tokens)
+            layers = {s + 1: hi - lo for s, (lo, hi) in enumerate(stage_layers(
+                info.n_layers, len(plan.stage_nodes) - 1))} | {0: 0}  # fmt: skip
+            share = plan.visited_share(layers, info.n_layers, [per_microbatch] * len(plan.paths))
+            done[gone] = _iteration(schedule, topology, ranks, tokens, share)
         out.append(done[gone])
     return out
 
@@ -175,8 +183,9 @@ def _published_iteration(spec: RunSpec) -> Iteration:
         topology = replace(topology, nodes=nodes)
     per_data_node = PUBLISHED_MICROBATCHES_PER_DATA_NODE
     shape = IterationShape.from_skip_ratio(topology.n_stages, sp.skip, per_data_node)
-    if sp.schedule == "full":
-        schedule = scheduler.full_pipeline(topology, per_data_node)
+    if sp.schedule in FULL_SCHEDULES:
+        aware = sp.schedule == "full-aware"
+        schedule = scheduler.full_pipeline(topology, per_data_node, avoid_slow=aware)
     elif sp.schedule == "random":
         schedule = scheduler.random_skip(topology, shape, seed=c.run.seed)
     else:
@@ -186,15 +195,22 @@ def _published_iteration(spec: RunSpec) -> Iteration:
     tokens = {d: 0 for d in ranks}
     for mb in schedule.microbatches:
         tokens[mb.data_node] += per_microbatch
-    return _iteration(schedule, topology, ranks, tokens)
+    # every stage holds the same layers there (4 of 24), stage 0 included
+    visited = [len(mb.path) - 1 for mb in schedule.microbatches]
+    share = sum(visited) / (len(visited) * topology.n_stages)
+    return _iteration(schedule, topology, ranks, tokens, share)
 
 
 def _iteration(
-    schedule: Schedule, topology: Topology, ranks: tuple[int, ...], tokens: dict[int, int]
+    schedule: Schedule,
+    topology: Topology,
+    ranks: tuple[int, ...],
+    tokens: dict[int, int],
+    share: float = 1.0,
 ) -> Iteration:
     result = simulate(schedule, topology)
     energy = simulate_energy(result, ASSUMED_BUSY_W, ASSUMED_IDLE_W)
-    return Iteration(result, ranks, tokens, energy.node_j)
+    return Iteration(result, ranks, tokens, energy.node_j, share)
 
 
 def iterations(spec: RunSpec) -> list[Iteration]:
@@ -218,6 +234,7 @@ def rank_results(spec: RunSpec, steps: list[Iteration], repeat: int) -> list[Ran
     for rank in every:
         busy = idle = joules = 0.0
         tokens = microbatches = 0
+        useful = 0.0
         for it in steps:
             if rank in it.ranks:
                 i = it.ranks.index(rank)
@@ -226,6 +243,7 @@ def rank_results(spec: RunSpec, steps: list[Iteration], repeat: int) -> list[Ran
                 joules += it.energy_j[i]
                 microbatches += it.result.node_microbatches[i]
                 tokens += it.tokens.get(rank, 0)
+                useful += it.tokens.get(rank, 0) * it.share
             else:  # left out (stopped serving): idle through the iteration
                 idle += it.result.iteration_s
                 joules += ASSUMED_IDLE_W * it.result.iteration_s
@@ -248,6 +266,7 @@ def rank_results(spec: RunSpec, steps: list[Iteration], repeat: int) -> list[Ran
                 energy=EnergyWindow(
                     source=SIMULATED_SOURCE, measured=False, seconds=seconds, energy_j=joules
                 ),
+                useful_tokens=useful,
             )
         )
     return out
@@ -272,7 +291,7 @@ def simulate_run(spec: RunSpec, *, carbon_g_per_kwh: float | None) -> RunOutcome
             carbon_g_per_kwh=carbon_g_per_kwh,
         )
         unknown: dict[str, Any] = {"peak_mem_bytes": None, "flops": None, "loss": None}
-        repeats.append(replace(repeat, energy_note=note, mfu_note="", **unknown))
+        repeats.append(replace(repeat, energy_note=note, mfu_note="", useful_flops=None, **unknown))
         ranks += [replace(r, **unknown) for r in rows]
     return RunOutcome(status="ok", repeats=repeats, ranks=ranks)
 

@@ -7,7 +7,10 @@ microbatches round-robin, so ids 0..D−1 are every data node's first.
 * `full_pipeline` (DT-FM, GPipe): every microbatch visits every stage in order. The narrowest
   stage after stage 0 has ``P`` nodes, so there are ``P`` pipelines, pipeline ``p`` being node
   ``p`` of every stage; data node ``d`` feeds pipeline ``d mod P`` (with more data nodes than
-  pipelines, two data nodes share one). Run first come, first served.
+  pipelines, two data nodes share one). Run first come, first served. With ``avoid_slow``, the
+  straggler-aware baseline: a stage's slow nodes (slowdown above 1) are left out of the
+  pipelines where the stage has a node that is not slow, so ``P`` is the narrowest stage's
+  count of such nodes.
 * `random_skip`: every microbatch a random set of stages (evenly shared: random exchanges from
   a balanced deal), a random allowed order, random nodes with room (each node its even share of
   its stage). Run first come, first served.
@@ -68,19 +71,26 @@ def full_pipeline(
     microbatches_per_data_node: int,
     *,
     microbatches_per_pipeline: int | None = None,
+    avoid_slow: bool = False,
 ) -> Schedule:
     """Every microbatch through every stage in order, on fixed pipelines (module docstring).
     With ``microbatches_per_pipeline``, only the first ``P`` data nodes feed, that many each,
-    as SkipPipe's simulator ran its baseline (3 × 9 = 27 microbatches in the published run)."""
+    as SkipPipe's simulator ran its baseline (3 × 9 = 27 microbatches in the published run).
+    With ``avoid_slow``, the pipelines leave out slow nodes wherever their stage has another."""
     data = topology.data_nodes
     rest = [topology.stage_nodes(s) for s in range(1, topology.n_stages)]
+    if avoid_slow:
+        rest = [
+            [n for n in members if topology.nodes[n].slowdown <= 1.0] or members for members in rest
+        ]
     pipelines = min(len(members) for members in rest)
     if microbatches_per_pipeline is None:
         heads = owners(topology, microbatches_per_data_node)
     else:
         heads = [data[i % pipelines] for i in range(pipelines * microbatches_per_pipeline)]
     paths = [(d, *(members[data.index(d) % pipelines] for members in rest), d) for d in heads]
-    return _unplanned("full pipeline", topology, paths)
+    name = "straggler-aware full pipeline" if avoid_slow else "full pipeline"
+    return _unplanned(name, topology, paths)
 
 
 def random_skip(topology: Topology, shape: IterationShape, *, seed: int = 0) -> Schedule:

@@ -1,6 +1,7 @@
 """The report's leaderboard: one row per configuration and kind of energy figure (medians of the
 newest commit's repeats, with their interval and trust), then what its intervals are and which
-configurations shared the machine, have no net energy or train only part of the model."""
+configurations shared the machine or have no net energy; and which configurations are left off
+because they train only part of the model per token (ranked in the SkipPipe section instead)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import math
 import pandas as pd
 
 from greenbench.reporting.cells import PARTIAL, g, partial, row
+from greenbench.reporting.leaderboard import partial_model_mask
 from greenbench.reporting.section import ReportContext
 from greenbench.vocabulary.trust import CONTENDED, Trust, interval_caption
 
@@ -26,7 +28,35 @@ class LeaderboardSection:
 
     def render(self, context: ReportContext) -> list[str]:
         """The table and the notes under it."""
-        return ["", "## Leaderboard", "", *table_lines(context.table), *notes(context.table)]
+        return [
+            "",
+            "## Leaderboard",
+            "",
+            *table_lines(context.table),
+            *notes(context.table),
+            *skipping_note(context.measured),
+        ]
+
+
+def skipping_note(measured: pd.DataFrame) -> list[str]:
+    """Under the leaderboard: the configurations left off it because they train part of the
+    model per token (SkipPipe skipping stages), and why."""
+    if measured.empty:
+        return []
+    runs = measured.drop_duplicates("config_key")
+    names = sorted(set(runs[partial_model_mask(runs)]["config_name"].astype(str)))
+    if not names:
+        return []
+    return [
+        "",
+        f"> {PARTIAL}: {len(names)} configuration(s) are not on this leaderboard: SkipPipe "
+        "schedules whose microbatches skip stages train only part of the model per token, so "
+        "their tokens/s and J/token pay for less work than a full-model run's and ranking them "
+        "here would put unequal work side by side. They are ranked within their own question in "
+        "the SkipPipe section, against a full pipeline and a straggler-aware full pipeline, on "
+        "useful tokens (the share of the (token, block) work they ran) beside the plain "
+        "figures, with the loss beside each: " + ", ".join(f"`{n}`" for n in names) + ".",
+    ]
 
 
 def table_lines(table: pd.DataFrame) -> list[str]:
@@ -60,15 +90,6 @@ def notes(table: pd.DataFrame) -> list[str]:
         "Rows are ranked within each workload and kind of energy figure only: a workload's tokens "
         "are not another's.",
     ]
-    if table["partial_model"].astype(bool).any():
-        lines += [
-            "",
-            f"> {PARTIAL}: these configurations train only part of the model per token (SkipPipe "
-            "skipping the stated share of its stages), so their J/token pays for less work than a "
-            "full-model run's. They are listed after the full-model rows of their workload, never "
-            "on a Pareto front and never the fewest J/token; compare them with their full "
-            "pipeline in the SkipPipe section, with the loss beside each.",
-        ]
     trusts = {r.config_name: Trust.of(r._asdict()) for r in table.itertuples(index=False)}
     busy = {name: t for name, t in trusts.items() if t.contended}
     if busy:

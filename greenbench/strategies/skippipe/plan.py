@@ -50,6 +50,22 @@ class Plan:
         seen = [sum(layers_of[self.stage_of(n)] for n in path) for path in self.paths]
         return sum(seen) / (len(seen) * total_layers) if seen else 0.0
 
+    def visited_share(
+        self, layers_of: dict[int, int], total_layers: int, tokens: list[int] | tuple[int, ...]
+    ) -> float:
+        """The share of the iteration's (token, block) work its paths ran: microbatch ``m``'s
+        ``tokens[m]`` tokens through the blocks of the stages it visits, over every token
+        through every block. Microbatches without tokens (padding) weigh nothing; with none
+        at all, the plain mean over microbatches (`visited_fraction`)."""
+        total = sum(tokens)
+        if total <= 0:
+            return self.visited_fraction(layers_of, total_layers)
+        run = sum(
+            t * sum(layers_of[self.stage_of(n)] for n in path)
+            for t, path in zip(tokens, self.paths, strict=False)
+        )
+        return run / (total * total_layers)
+
 
 def fill_drain_order(
     stage_nodes: tuple[tuple[int, ...], ...],

@@ -9,8 +9,11 @@ The data node holds no blocks: its cost is its embedding and head. ``random`` ta
 stage subsets, ``skippipe`` the scheduler's own plan (collision-free, cost-aware: it routes
 around a slow node). ``schedule = "full"`` is the baseline, a full pipeline in GPipe order:
 `even_paths` with no skip (every microbatch through every stage, a stage's replicas taking
-microbatches in turn) and fill-drain order on every node. A node that stopped serving is left
-out.
+microbatches in turn) and fill-drain order on every node. ``schedule = "full-aware"`` is the
+straggler-aware baseline: the same full pipeline and order, but a stage's microbatches go only to
+its replicas that are not stragglers (`aware_paths`; a stage whose every replica is slow keeps
+them all), so the comparison with SkipPipe is not against a pipeline that keeps feeding the
+straggler. A node that stopped serving is left out.
 
 The same topology and plans serve the simulated mode (``skippipe.mode = "simulate"``,
 `greenbench.launcher.runners.simulated`): `run_costs` prices a run's nodes from its settings'
@@ -175,6 +178,19 @@ def even_paths(
     return tuple(paths), tuple(data)
 
 
+def aware_paths(
+    stage_nodes: tuple[tuple[int, ...], ...], microbatches: int, slow: set[int]
+) -> tuple[tuple[tuple[int, ...], ...], tuple[int, ...]]:
+    """(paths, data node per microbatch) of the straggler-aware full pipeline: every stage,
+    each stage's healthy replicas (those not in ``slow``) in turn; a stage with no healthy
+    replica keeps all of its own."""
+    healthy = tuple(
+        tuple(n for n in nodes if n not in slow) or nodes if s else nodes
+        for s, nodes in enumerate(stage_nodes)
+    )
+    return even_paths(healthy, microbatches, 0.0)
+
+
 def make_plan(
     counts: tuple[int, ...],
     *,
@@ -196,6 +212,10 @@ def make_plan(
     topology, ranks = local_topology(stage_nodes, costs)
     if schedule == "full":  # every stage, a stage's replicas in turn, fill-drain (GPipe) order
         paths, data = even_paths(stage_nodes, microbatches, 0.0)
+        return fill_drain_order(stage_nodes, paths, data)
+    if schedule == "full-aware":  # the same, only through replicas that are not stragglers
+        slow = {n for n, factor in costs.slowdown.items() if factor > 1}
+        paths, data = aware_paths(stage_nodes, microbatches, slow)
         return fill_drain_order(stage_nodes, paths, data)
     per_data_node = microbatches // len(stage_nodes[0])
     shape = IterationShape.from_skip_ratio(len(stage_nodes), skip, per_data_node)

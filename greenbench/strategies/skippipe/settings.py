@@ -21,6 +21,15 @@ def _simulated(s: Any) -> bool:
 
 SKIPPIPE = when(_skippipe)
 
+#: the schedules that send every microbatch through every stage (no skip): ``full`` feeds a
+#: stage's replicas in turn, ``full-aware`` only its replicas that are not stragglers
+FULL_SCHEDULES = ("full", "full-aware")
+
+
+def skips(schedule: str) -> bool:
+    """Whether a schedule's microbatches skip stages (``skippipe``, ``random``)."""
+    return schedule not in FULL_SCHEDULES
+
 
 @section("skippipe", "SkipPipe (strategy=skippipe): stages, skips, scheduler, emulated network.",
          built_in_only=True)  # fmt: skip
@@ -44,8 +53,10 @@ class SkipPipeSettings:
     )
     schedule: str = setting(
         "skippipe",
-        "the paths' scheduler: skippipe | random | full (every stage: GPipe order)",
-        choices=("skippipe", "random", "full"),
+        "the paths' scheduler: skippipe | random (stages skipped at random, seeded by seed) | "
+        "full (every stage, GPipe order, a stage's replicas in turn) | full-aware (the same, "
+        "but only through a stage's replicas that are not emulate.slow_nodes)",
+        choices=("skippipe", "random", "full", "full-aware"),
         identity=SKIPPIPE,
     )
     fail_node: int = setting(

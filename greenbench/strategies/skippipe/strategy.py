@@ -177,8 +177,10 @@ class SkipPipe(Strategy):
 
     @property
     def flops_fraction(self) -> float:
-        """The share of the blocks' FLOPs the last iteration's paths ran (the embedding and
-        head, a small share at these sizes, are counted as blocks)."""
+        """The share of the blocks' FLOPs the last iteration's paths ran, weighted by each
+        microbatch's tokens (`Plan.visited_share`; the embedding and head, a small share at
+        these sizes, are counted as blocks). It is also the share of the step's tokens that
+        count as useful (`greenbench.rank.window.WindowTally`)."""
         return self.last_fraction
 
     last_fraction = 1.0
@@ -212,7 +214,9 @@ class SkipPipe(Strategy):
         the optimizer step; returns the summed loss (on data nodes)."""
         plan = self.plan_for(self.step_index)
         layers = {s + 1: hi - lo for s, (lo, hi) in enumerate(self.bounds)} | {0: 0}
-        self.last_fraction = plan.visited_fraction(layers, self.layers_total)
+        tokens = [mb.n_tokens for mb in batch.microbatches]
+        tokens += [0] * (len(plan.paths) - len(tokens))  # all-padding microbatches
+        self.last_fraction = plan.visited_share(layers, self.layers_total, tokens)
         optimizer.zero_grad(set_to_none=True)
         data = self.padded(batch)
         scale = 1.0 / batch.global_tokens

@@ -68,7 +68,8 @@ def test_a_simulated_run_is_stored_labelled_and_kept_off_the_leaderboard(tmp_pat
         "SELECT status, simulated, energy_source, energy_measured, device_type, nproc, "
         "config_name FROM runs",
     )
-    assert len(runs) == 4  # the workload's sweep: {full, skippipe} × {no straggler, straggler}
+    # the workload's sweep: {full, full-aware, random, skippipe} × {no straggler, straggler}
+    assert len(runs) == 8
     for status, sim, source, measured, device, nodes, name in runs:
         assert (status, sim, source, measured) == ("ok", True, "model", False)
         assert device == "simulated:local" and nodes == 4 and "simulated local" in name
@@ -77,14 +78,14 @@ def test_a_simulated_run_is_stored_labelled_and_kept_off_the_leaderboard(tmp_pat
         "SELECT energy_source, energy_measured, joules_per_token, loss, mfu, flops, "
         "peak_mem_bytes, energy_note FROM results",
     )
-    assert len(results) == 4
+    assert len(results) == 8
     for source, measured, jpt, loss, mfu, flops, memory, note in results:
         assert (source, measured) == ("model", False) and jpt > 0
         assert loss is None and mfu is None and flops is None and memory is None  # never 0
         assert "assumed watts, not measured" in note
     assert "simulated (model)" in result.output
     stored = query_results(db)
-    assert len(stored) == 4 and leaderboard(stored).empty  # simulated: never on the leaderboard
+    assert len(stored) == 8 and leaderboard(stored).empty  # simulated: never on the leaderboard
     report = CliRunner().invoke(main, ["report", "--out", str(tmp_path / "r"), "--db", str(db)])
     assert report.exit_code == 0, report.output
     text = (tmp_path / "r" / "README.md").read_text()
@@ -198,6 +199,32 @@ def test_a_straggler_slows_the_full_pipeline_more_than_skippipe():
     skip_slow = iteration(**{"emulate.slow_nodes": "2"})
     assert skip < full and skip_slow < full_slow
     assert full_slow / skip_slow > full / skip  # routing around the straggler gains more
+
+
+def test_the_straggler_aware_full_pipeline_leaves_the_straggler_idle_and_skips_nothing():
+    def run(**over: Any) -> Any:
+        return simulated.iterations(spec(**{"train.steps": 1, "emulate.slow_nodes": "2", **over}))
+
+    [aware] = run(**{"skippipe.schedule": "full-aware"})
+    [plain] = run(**{"skippipe.schedule": "full"})
+    assert aware.result.node_microbatches == (8, 8, 0, 8) and aware.share == 1.0
+    assert aware.result.iteration_s < plain.result.iteration_s
+    [skip] = run()
+    assert skip.share == 0.5  # each microbatch through one of the two stages of 2 blocks
+    out = simulated.simulate_run(spec(**{"train.steps": 2}), carbon_g_per_kwh=None)
+    r = out.repeats[0]
+    assert r.visited_share == 0.5 and r.useful_tokens == r.tokens / 2
+    assert r.useful_flops is None  # no model ran: unknown, like its FLOPs
+
+
+def test_the_published_straggler_aware_full_pipeline_leaves_slow_nodes_out():
+    published = {"skippipe.mode": "simulate", "skippipe.network": "gcp12",
+                 "skippipe.stages": "5-3-3-3-3-3", "emulate.slow_nodes": "6",
+                 "emulate.slowdown": 3.0, "train.steps": 1}  # fmt: skip
+    [aware] = simulated.iterations(spec(**published, **{"skippipe.schedule": "full-aware"}))
+    [plain] = simulated.iterations(spec(**published, **{"skippipe.schedule": "full"}))
+    assert aware.result.node_microbatches[6] == 0 < plain.result.node_microbatches[6]
+    assert aware.share == plain.share == 1.0
 
 
 def test_a_node_that_stops_serving_gets_no_work_from_its_step():
