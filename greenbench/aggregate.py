@@ -34,6 +34,8 @@ compute them the same way. Conventions, each chosen once here:
 - **MFU above 1** is impossible, so it is never stored or shown, nor clamped: the peak (a CPU
   calibration taken under load, say) or the FLOP count is wrong, and the repeat's MFU is None
   with the reason in ``mfu_note``. (The launcher first re-measures a CPU peak that a run beat.)
+- **Two FLOP conventions** (`greenbench.vocabulary.flops`): ``flops``/``mfu`` are PaLM's (full
+  attention), ``flops_causal``/``mfu_causal`` the causal one, unknown (None) when any rank's is.
 """
 
 from __future__ import annotations
@@ -209,6 +211,8 @@ def aggregate_repeat(
     total_s = math.fsum(r.seconds for r in ranks)
     wait_fraction = math.fsum(r.wait_s for r in ranks) / total_s
     flops = math.fsum(r.flops for r in ranks)
+    causal = [r.flops_causal for r in ranks]
+    flops_causal = None if None in causal else math.fsum(c for c in causal if c is not None)
     if tokens > 0:
         loss = math.fsum(r.loss * r.tokens for r in ranks) / tokens
     else:
@@ -221,6 +225,9 @@ def aggregate_repeat(
     share = useful / tokens if tokens > 0 else None
 
     mfu_value, mfu_note = checked_mfu(flops, seconds, peak_flops, n_devices)
+    mfu_causal = None  # never above PaLM's: its note (if any) says why it is unknown
+    if flops_causal is not None:
+        mfu_causal = checked_mfu(flops_causal, seconds, peak_flops, n_devices)[0]
     beside = _beside(ranks, parts)
     gpu_avg_w, gpu_peak_w = _gpu_power(ranks, seconds, parts["energy_gpu_j"], n_devices)
 
@@ -266,6 +273,8 @@ def aggregate_repeat(
         joules_per_useful_token=(
             energy_j / useful if energy_j is not None and share is not None and useful > 0 else None
         ),
+        flops_causal=flops_causal,
+        mfu_causal=mfu_causal,
         **beside,
     )
 

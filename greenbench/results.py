@@ -50,7 +50,7 @@ class RankResult:
     wait_s: float  # time waiting for other ranks (barriers, idle bubbles)
     step_times_s: tuple[float, ...]
     peak_mem_bytes: int
-    flops: float  # analytic model FLOPs of the work done in the window
+    flops: float  # analytic model FLOPs of the work done in the window, PaLM's convention
     loss: float  # mean training loss over the window's steps
     n_microbatches: int
     energy: EnergyWindow | None  # None when this rank reads no meter (see energy.select)
@@ -70,6 +70,9 @@ class RankResult:
     #: steps (a step's tokens × the share of the (token, block) work it ran:
     #: `greenbench.strategies.base.Strategy.flops_fraction`); None: every token ran every block
     useful_tokens: float | None = None
+    #: the window's model FLOPs under the causal convention (`greenbench.vocabulary.flops`);
+    #: None where unknown (a user's workload, results written before the field existed)
+    flops_causal: float | None = None
 
     @property
     def state_bytes(self) -> int | None:
@@ -116,8 +119,8 @@ class RepeatResult:
     idle_power_w: float | None
     joules_per_token: float | None
     net_joules_per_token: float | None
-    flops: float
-    mfu: float | None
+    flops: float  # model FLOPs, PaLM's convention (full attention)
+    mfu: float | None  # from ``flops``: PaLM's convention
     peak_mem_bytes: int
     step_time_p50_s: float
     step_time_p95_s: float
@@ -161,6 +164,10 @@ class RepeatResult:
     useful_flops: float | None = None
     useful_tokens_per_s: float | None = None
     joules_per_useful_token: float | None = None
+    #: model FLOPs and MFU under the causal convention (`greenbench.vocabulary.flops`); None
+    #: where unknown (a user's workload, a rank that did not count it); MFU None above 1 too
+    flops_causal: float | None = None
+    mfu_causal: float | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)

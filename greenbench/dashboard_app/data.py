@@ -19,7 +19,7 @@ import pandas as pd
 import streamlit as st
 
 from greenbench.errors import StoreError
-from greenbench.reporting.leaderboard import REPEAT_COLUMNS, TRUST_COLUMNS
+from greenbench.reporting.leaderboard import LATER_METRICS, REPEAT_COLUMNS, TRUST_COLUMNS
 from greenbench.reporting.repeats import columns_of
 from greenbench.store import read_frame, views
 
@@ -87,11 +87,12 @@ def status(db_path: Path) -> DbStatus:
 
 
 def repeats(db_path: Path) -> pd.DataFrame:
-    """One row per repeat of every successful run: `leaderboard.REPEAT_COLUMNS`, and the trust
-    model's columns (`leaderboard.TRUST_COLUMNS`) where the database has them (an older one,
-    opened read-only and never migrated here, lacks some: they read as unknown)."""
+    """One row per repeat of every successful run: `leaderboard.REPEAT_COLUMNS`, and the later
+    metrics and the trust model's columns (`leaderboard.LATER_METRICS`, `TRUST_COLUMNS`) where
+    the database has them (an older one, opened read-only and never migrated here, lacks some:
+    they read as unknown)."""
     known = columns_of(_query(str(db_path), views.STORED_COLUMNS))
-    columns = [*REPEAT_COLUMNS, *(c for c in TRUST_COLUMNS if c in known)]
+    columns = [*REPEAT_COLUMNS, *(c for c in (*LATER_METRICS, *TRUST_COLUMNS) if c in known)]
     return _query(str(db_path), views.ok_repeats_sql(columns))
 
 
@@ -120,9 +121,16 @@ def run_record(db_path: Path, run_id: str) -> dict[str, Any] | None:
 
 
 def run_results(db_path: Path, run_id: str) -> pd.DataFrame:
-    """Every repeat of one run, MFU read against its machine's peak (as stored in a database
-    older than the MFU notes)."""
-    sql = views.RUN_RESULTS if _reads_mfu_notes(db_path) else views.RUN_RESULTS_AS_STORED
+    """Every repeat of one run, MFU read against its machine's peak under both conventions
+    (as stored in a database older than the MFU notes; PaLM's alone in one older than the
+    causal count)."""
+    known = columns_of(_query(str(db_path), views.STORED_COLUMNS))
+    if "mfu_note" not in known:
+        sql = views.RUN_RESULTS_AS_STORED
+    elif views.CAUSAL_MFU in known:
+        sql = views.RUN_RESULTS
+    else:
+        sql = views.RUN_RESULTS_BEFORE_CAUSAL
     return _query(str(db_path), sql, (run_id,))
 
 

@@ -17,6 +17,7 @@ from pandas.io.formats.style import Styler
 
 from greenbench import vocabulary
 from greenbench.vocabulary import trust
+from greenbench.vocabulary.flops import CAUSAL, PALM, SHOWN, flops_header, mfu_header
 
 ESTIMATE_NOTE = (
     "≈ … (est.) marks **estimated energy**: a TDP × utilisation model, used where no energy "
@@ -50,14 +51,16 @@ HEADINGS = {
     "tokens_per_s": "tokens/s",
     "joules_per_token": "J/token",
     "net_joules_per_token": "J/token net",
-    "mfu": "MFU %",
+    "mfu": mfu_header(PALM, "%"),
+    "mfu_causal": mfu_header(CAUSAL, "%"),
     "co2_g": "CO2 (g)",
     "energy_measured": "measured",
     "energy_net_j": "net energy (J)",
     "energy_j": "energy (J)",
     "wait_fraction": "wait fraction",
     "n_microbatches": "microbatches",
-    "flops": "FLOPs",
+    "flops": flops_header(PALM),
+    "flops_causal": flops_header(CAUSAL),
     "local_rank": "local rank",
     "step_time_p50_s": "step time p50 (s)",
     "step_time_p95_s": "step time p95 (s)",
@@ -100,7 +103,7 @@ def readable(table: pd.DataFrame, keep: tuple[str, ...] = ()) -> pd.DataFrame:
         values = table[column]
         if column in HIDDEN or (column not in keep and values.map(trust.missing).all()):
             continue
-        if column == "mfu":
+        if column in (PALM.mfu_column, CAUSAL.mfu_column):
             values = pd.to_numeric(values, errors="coerce") * 100.0
         for suffix, _, factor in UNITS:
             if column.endswith(suffix) and factor != 1.0:
@@ -201,8 +204,20 @@ def trust_cells(board: pd.DataFrame) -> list[str]:
     return out
 
 
+#: the leaderboard's MFU column: the convention every view shows (`greenbench.vocabulary.flops`)
+MFU_SHOWN = mfu_header(SHOWN, "%")
+
+
+def _column(board: pd.DataFrame, name: str) -> pd.Series:
+    """``board[name]`` as numbers, NaN where the board lacks it (rows older than it)."""
+    if name not in board:
+        return pd.Series(math.nan, index=board.index, dtype=float)
+    return pd.to_numeric(board[name], errors="coerce")
+
+
 def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
-    """The leaderboard as shown: readable columns, numbers kept numeric for sorting."""
+    """The leaderboard as shown: readable columns, numbers kept numeric for sorting; MFU under
+    the convention every view shows (`MFU_SHOWN`), the other one beside it."""
     return pd.DataFrame(
         {
             "configuration": board["config_name"],
@@ -213,7 +228,7 @@ def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
             "J/token": board["joules_per_token"],
             "J/token net": board["net_joules_per_token"],
             "tokens/s": board["tokens_per_s"],
-            "MFU %": board["mfu"] * 100.0,
+            MFU_SHOWN: board[SHOWN.mfu_column] * 100.0,
             "mem MiB": board["peak_mem_bytes"] / 2**20,
             "CO2 g/M tok": board["co2_g_per_mtok"],
             "repeats": board["n_repeats"],
@@ -237,6 +252,7 @@ def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
             "layout": board["layout"],
             "devices": board["devices"].astype(str) + " × " + board["device_type"],
             "precision": board["precision"],
+            mfu_header(CAUSAL, "%"): _column(board, CAUSAL.mfu_column) * 100.0,
             "MFU basis": board["peak_flops_source"].fillna("–"),
             "git sha": board["git_sha"].map(text_cell).str[:10],
             "run": board["latest_run_id"],
@@ -246,11 +262,12 @@ def leaderboard_table(board: pd.DataFrame) -> pd.DataFrame:
 
 #: the leaderboard columns shown, in order, so that the table fits a 1400 px window beside the
 #: sidebar; the rest of `leaderboard_table` (workload, model, strategy, layout, precision, MFU
-#: basis, git sha, the tokens/s interval, the run) is in Run detail and the sidebar's filters.
+#: under the other convention, MFU basis, git sha, the tokens/s interval, the run) is in Run
+#: detail and the sidebar's filters.
 #: Each shown column's help text: `LEADERBOARD_HELP`
 LEADERBOARD_SHOWN = (
     "configuration", "energy", "J/token", "J/token interval", "J/token net", "tokens/s",
-    "MFU %", "mem MiB", "CO2 g/M tok", "repeats", "trust",
+    MFU_SHOWN, "mem MiB", "CO2 g/M tok", "repeats", "trust",
 )  # fmt: skip
 LEADERBOARD_HELP = {
     "configuration": "Model, sequence length, lengths, strategy × ranks",
@@ -259,7 +276,10 @@ LEADERBOARD_HELP = {
     "J/token interval": "95 % CI of the median from 6 repeats, else the min–max range",
     "J/token net": "Median joules per token above the idle baseline (– where unknown)",
     "tokens/s": "Median training throughput",
-    "MFU %": "Model FLOPs utilisation: achieved FLOP/s over the peak (Run detail: its basis)",
+    MFU_SHOWN: (
+        f"Model FLOPs utilisation: achieved FLOP/s over the peak (Run detail: its basis); FLOPs "
+        f"counted under {SHOWN.label}'s convention, {SHOWN.doc}"
+    ),
     "mem MiB": "Peak memory of the busiest rank, MiB",
     "CO2 g/M tok": "Grams of CO2 per million tokens at the region's carbon intensity",
     "repeats": "Repeats pooled",

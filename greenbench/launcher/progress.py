@@ -25,6 +25,7 @@ from greenbench.launcher.launch import (
 )
 from greenbench.settings.runspec import RunSpec
 from greenbench.vocabulary import energy_label
+from greenbench.vocabulary.flops import mfu_header
 from greenbench.vocabulary.trust import Trust
 
 
@@ -133,7 +134,8 @@ def finished_line(
             if jpt is not None
             else "energy unavailable"
         )
-        mfu = f"MFU {medians['mfu']:.1%}" if medians["mfu"] is not None else "MFU n/a"
+        shown = mfu_header()  # the convention every view shows (`vocabulary.flops`)
+        mfu = f"{shown} {medians['mfu']:.1%}" if medians["mfu"] is not None else f"{shown} n/a"
         tps = medians["tokens_per_s"]
         line += f"  {tps:,.0f} tok/s  {escape(energy)}  {mfu}  (median of {len(repeats)} repeats)"
         trust = Trust.of(

@@ -101,6 +101,10 @@ def _no_elements(info: ModelInfo) -> float:
     return 0.0
 
 
+def _no_attention(info: ModelInfo, seq_len: int) -> float:
+    return 0.0
+
+
 @dataclass(frozen=True)
 class PlannerTerms:
     """What the planner's cost and memory models (`greenbench.planner.cost`,
@@ -189,12 +193,16 @@ class ModelCard:
     """One model family as far as no torch is needed (see the module docstring).
 
     ``describe(size, vocab_size)`` gives a preset's `ModelInfo` (`info` caches it);
-    ``flops(info, seq_len)`` its analytic training FLOPs per token; ``tp_divides(info)`` names
-    what a tensor-parallel degree must divide and gives its sizes. ``context_parallel`` says
-    whether the family has a context-parallel form, ``tp_with_cp`` whether it composes with its
-    tensor-parallel split. ``kernel_choices`` are the ``model.scan`` values it accepts besides
-    ``auto`` (none: it has no choice and resolves to ``"none"``); ``check_kernel`` refuses a
-    setting it does not accept; ``kernels_module`` resolves one on a device.
+    ``flops(info, seq_len)`` its analytic training FLOPs per token (PaLM's convention: full
+    attention); ``attention(info, seq_len)`` the part of them a causal mask discounts,
+    attention's scores and weighted sum over all ``seq_len`` keys (none for a family without
+    attention, whose count is the same under either convention: `greenbench.vocabulary.flops`);
+    ``tp_divides(info)`` names what a tensor-parallel degree must divide and gives its sizes.
+    ``context_parallel`` says whether the family has a context-parallel form, ``tp_with_cp``
+    whether it composes with its tensor-parallel split. ``kernel_choices`` are the
+    ``model.scan`` values it accepts besides ``auto`` (none: it has no choice and resolves to
+    ``"none"``); ``check_kernel`` refuses a setting it does not accept; ``kernels_module``
+    resolves one on a device.
     ``compiled_by_default``: its blocks are compiled under ``train.compile: auto`` on CUDA;
     ``fused_kernels``: it has the field's fused kernels (``model.liger``).
     """
@@ -214,6 +222,7 @@ class ModelCard:
     fixed_kernels: Mapping[str, str] = field(default_factory=dict)
     compiled_by_default: bool = False
     fused_kernels: bool = False
+    attention: Callable[[ModelInfo, int], float] = _no_attention
 
     # -- torch-free ----------------------------------------------------------------------------
 
@@ -222,8 +231,13 @@ class ModelCard:
         return _info(self, size, vocab_size)
 
     def flops_per_token(self, info: ModelInfo, seq_len: int) -> float:
-        """Analytic training FLOPs per token of ``info``'s model at ``seq_len``."""
+        """Analytic training FLOPs per token of ``info``'s model at ``seq_len`` (PaLM's
+        convention: full attention)."""
         return self.flops(info, seq_len)
+
+    def attention_flops_per_token(self, info: ModelInfo, seq_len: int) -> float:
+        """The part of `flops_per_token` a causal mask discounts (0 without attention)."""
+        return self.attention(info, seq_len)
 
     def preset(self, size: str) -> ModelPreset:
         """Preset ``size`` as the planner reads it (cached)."""

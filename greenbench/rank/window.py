@@ -29,7 +29,8 @@ class WindowTally:
     wait_s: float = 0.0
     loss_sum: float = 0.0
     tokens: int = 0
-    flops: float = 0.0
+    flops: float = 0.0  # PaLM's convention
+    flops_causal: float | None = 0.0  # the causal convention; None once a step's is unknown
     n_microbatches: int = 0
     useful_tokens: float = 0.0
 
@@ -40,11 +41,13 @@ class WindowTally:
         loss_sum: float,
         batch: StepBatch,
         flops: float,
+        flops_causal: float | None = None,
         *,
         counted: bool = True,
         share: float = 1.0,
     ) -> None:
-        """Add one step; ``counted`` False keeps its tokens, FLOPs and loss out of the sums
+        """Add one step, its FLOPs under PaLM's convention and the causal one (None: unknown,
+        and so the window's); ``counted`` False keeps its tokens, FLOPs and loss out of the sums
         (another rank counts the same tokens: `Strategy.counts_tokens`); ``share`` is the part
         of the step's (token, block) work its paths ran (`Strategy.flops_fraction`), its tokens
         × it counting as useful."""
@@ -58,6 +61,10 @@ class WindowTally:
             self.tokens += batch.n_tokens
             self.useful_tokens += batch.n_tokens * share
             self.flops += flops
+            if self.flops_causal is not None and flops_causal is not None:
+                self.flops_causal += flops_causal
+            else:
+                self.flops_causal = None
 
     @property
     def mean_loss(self) -> float:

@@ -199,12 +199,14 @@ def train_and_measure(
                     extra_s.append(burned_s)
                     flops_s.append(flops.of(batch) * strategy.flops_fraction)
                     device.pace(t0, burned_s, flops_s[-1])
+                causal = flops.causal_of(batch)
                 tally.add(
                     time.perf_counter() - t0,
                     times,
                     loss,
                     batch,
                     flops.of(batch) * strategy.flops_fraction,
+                    None if causal is None else causal * strategy.flops_fraction,
                     counted=strategy.counts_tokens,
                     share=strategy.flops_fraction,
                 )
@@ -240,6 +242,7 @@ def train_and_measure(
                     step_times_s=tuple(tally.step_times_s),
                     peak_mem_bytes=peak_memory_bytes(ctx.device),
                     flops=tally.flops,
+                    flops_causal=tally.flops_causal,
                     loss=tally.mean_loss,
                     n_microbatches=tally.n_microbatches,
                     energy=window,

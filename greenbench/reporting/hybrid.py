@@ -21,9 +21,10 @@ from greenbench.reporting.section import ReportContext
 from greenbench.store import read_frame
 from greenbench.store.views import TABLE_NAMES
 from greenbench.vocabulary import Layout
+from greenbench.vocabulary.flops import SHOWN, mfu_header
 
 WORKLOAD = "hybrid"
-MEDIANS = ["tokens_per_s", "mfu", "joules_per_token", "wait_energy_j", "wait_fraction"]
+MEDIANS = ["tokens_per_s", SHOWN.mfu_column, "joules_per_token", "wait_energy_j", "wait_fraction"]
 COLUMNS = [
     "run_id", "config_key", "workload", "strategy", "started_at", "energy_source",
     "energy_measured", "model_family", "model_size", "layout", "state_bytes",
@@ -114,12 +115,14 @@ def markdown(table: pd.DataFrame) -> list[str]:
             "",
             f"### {family}",
             "",
-            "| layout | strategy | tokens/s | MFU | model state, busiest rank (MiB) | J/token "
+            f"| layout | strategy | tokens/s | {mfu_header(SHOWN)} | model state, busiest rank "
+            "(MiB) | J/token "
             "| wait energy (J) | wait fraction | MiB per rank and step, by mesh dim |",
             "|---|---|---|---|---|---|---|---|---|",
         ]
         for r in rows.itertuples():
-            mfu = "n/a" if pd.isna(r.mfu) else f"{r.mfu:.1%}"
+            value = getattr(r, SHOWN.mfu_column)
+            mfu = "n/a" if pd.isna(value) else f"{value:.1%}"
             state = "n/a" if pd.isna(r.state_bytes) else f"{r.state_bytes / 2**20:,.1f}"
             lines.append(
                 f"| {Layout.parse(r.layout).short} | {r.strategy} | {r.tokens_per_s:,.0f} "

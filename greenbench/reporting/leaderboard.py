@@ -78,6 +78,11 @@ CONFIG_COLUMNS = (
     "peak_flops_source",
 )
 
+#: metrics a database older than them lacks (MFU under the causal convention, schema version
+#: 11 on): the dashboard and the report select them where present, and rows without them read
+#: as unknown
+LATER_METRICS = ("mfu_causal",)
+
 #: what one repeat row must carry (the dashboard's query selects exactly these)
 REPEAT_COLUMNS = (
     "run_id",
@@ -93,7 +98,7 @@ REPEAT_COLUMNS = (
     "energy_source",
     "energy_measured",
     "co2_g",
-    *(m for m in METRICS if m != "co2_g_per_mtok"),
+    *(m for m in METRICS if m not in ("co2_g_per_mtok", *LATER_METRICS)),
 )
 
 #: what the trust model reads, where the rows carry it (a database older than a column, or rows
@@ -453,6 +458,8 @@ def _pool(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
                 med, low, high = float(group[m].max()), math.nan, math.nan
             elif m == "net_joules_per_token" and trust["n_idle_unreliable"]:
                 med, low, high = math.nan, math.nan, math.nan  # net energy unknown: with why
+            elif m not in group:  # a database or rows older than the metric: unknown
+                med, low, high = math.nan, math.nan, math.nan
             else:
                 med, low, high = _summary(group[m])
             row |= {m: med, f"{m}_ci_low": low, f"{m}_ci_high": high}
@@ -517,6 +524,8 @@ def history(rows: pd.DataFrame, config_key: str, energy_source: str | None = Non
         trust = trust_fields(group)
         for m in metrics:
             if m == "net_joules_per_token" and trust["n_idle_unreliable"]:
+                med, low, high = math.nan, math.nan, math.nan
+            elif m not in group:  # a database or rows older than the metric: unknown
                 med, low, high = math.nan, math.nan, math.nan
             else:
                 med, low, high = _summary(group[m])

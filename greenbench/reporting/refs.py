@@ -59,6 +59,8 @@ RESULT_COLUMNS = (
     "net_joules_per_token",
     "flops",
     "mfu",
+    "flops_causal",
+    "mfu_causal",
     "peak_mem_bytes",
     "step_time_p50_s",
     "step_time_p95_s",

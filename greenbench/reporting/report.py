@@ -61,6 +61,7 @@ from greenbench.reporting.refs import load_ref, query_results
 from greenbench.reporting.section import ReportContext
 from greenbench.reporting.sections import REPORT_SECTIONS
 from greenbench.vocabulary import EMULATED_SOURCE, energy_label
+from greenbench.vocabulary.flops import SHOWN, mfu_header
 
 
 def write_report(
@@ -197,6 +198,7 @@ def _provenance(raw: pd.DataFrame, table: pd.DataFrame) -> list[str]:
     lines += [
         "",
         ("> CPU-only results (no GPU). " if cpu_only else "> ")
-        + f"MFU is relative to the peak FLOP/s from: {', '.join(peaks)}.",
+        + f"MFU is relative to the peak FLOP/s from: {', '.join(peaks)}. {mfu_header(SHOWN)}: "
+        f"model FLOPs under {SHOWN.label}'s convention ({SHOWN.doc}), the same for every family.",
     ]
     return lines

@@ -19,6 +19,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from greenbench.vocabulary import EMULATED_SOURCE, energy_label, is_simulated
+from greenbench.vocabulary.flops import CAUSAL, PALM, mfu_header
 from greenbench.vocabulary.trust import Trust
 
 MISSING = "—"
@@ -175,7 +176,8 @@ def run_detail(db_path: Path, run_id: str) -> None:
             "tokens/s",
             "J/token" + est,
             "net J/token",
-            "MFU",
+            mfu_header(PALM),
+            mfu_header(CAUSAL),
             "peak mem MiB",
             "p50 step s",
             "wait",
@@ -192,6 +194,7 @@ def run_detail(db_path: Path, run_id: str) -> None:
                 _fmt(r["joules_per_token"]),
                 _fmt(r["net_joules_per_token"]),
                 _fmt(r["mfu"], ".2%"),
+                _fmt(r.get("mfu_causal"), ".2%"),
                 _fmt(
                     None if _missing(r["peak_mem_bytes"]) else r["peak_mem_bytes"] / 2**20, ",.0f"
                 ),

@@ -83,7 +83,8 @@ def takes_position_ids(cls: type) -> bool:
 
 
 def batch_flops(info: ModelInfo, batch: StepBatch) -> float:
-    """Analytic model FLOPs of one optimizer step over this rank's microbatches."""
+    """Analytic model FLOPs of one optimizer step over this rank's microbatches, PaLM's
+    convention: each real token at its microbatch's width (full attention)."""
     from greenbench.models.flops import flops_per_token
 
     return sum(
@@ -91,14 +92,35 @@ def batch_flops(info: ModelInfo, batch: StepBatch) -> float:
     )
 
 
+def batch_causal_flops(info: ModelInfo, batch: StepBatch) -> float | None:
+    """The same step's FLOPs under the causal convention (`greenbench.models.causal`): each
+    row's real tokens at its microbatch's width, attention scaled by the share of query–key
+    pairs the row's documents keep. None where a microbatch does not say its documents."""
+    from greenbench.models.causal import causal_flops_per_token
+
+    total = 0.0
+    for mb in batch.microbatches:
+        if len(mb.doc_lengths) != mb.input_ids.shape[0]:
+            return None
+        width = mb.input_ids.shape[1]
+        for docs in mb.doc_lengths:
+            tokens = sum(n - 1 for n in docs)  # real label tokens: all but each first one
+            total += tokens * causal_flops_per_token(info, width, docs)
+    return total
+
+
 @dataclass(frozen=True, slots=True)
 class ModelFlops:
-    """A greenbench model's analytic FLOPs (`batch_flops`): known, never counted."""
+    """A greenbench model's analytic FLOPs (`batch_flops`, `batch_causal_flops`): known,
+    never counted."""
 
     info: ModelInfo
 
     def of(self, batch: StepBatch) -> float:
         return batch_flops(self.info, batch)
+
+    def causal_of(self, batch: StepBatch) -> float | None:
+        return batch_causal_flops(self.info, batch)
 
     def counting(self, batch: StepBatch) -> contextlib.AbstractContextManager[None]:
         return contextlib.nullcontext()

@@ -8,7 +8,8 @@ source, a batch source, a loss, and the FLOPs of a step (`TrainingWorkload`).
   the minibatch's tokens over all parts (``global_tokens``);
 - the **loss** is the sum of one microbatch's token losses (the strategies' step divides it by
   the minibatch's tokens, so every strategy trains on the same quantity a single process does);
-- the **FLOPs** of a step are known beforehand or counted over the first warm-up step.
+- the **FLOPs** of a step are known beforehand or counted over the first warm-up step, under
+  PaLM's convention and, where known, the causal one (`greenbench.vocabulary.flops`).
 
 Which rank trains which part is the strategy's (`greenbench.strategies.assignment`); how a
 microbatch's forward and backward run is the strategy's step schedule
@@ -54,10 +55,14 @@ class Loss(Protocol):
 
 
 class StepFlops(Protocol):
-    """The FLOPs of a step: ``of(batch)``; ``counting(batch)`` wraps a warm-up step in which
-    they are counted, where they are not known beforehand."""
+    """The FLOPs of a step: ``of(batch)`` under PaLM's convention (full attention),
+    ``causal_of(batch)`` under the causal one (None where unknown: `greenbench.vocabulary.flops`);
+    ``counting(batch)`` wraps a warm-up step in which they are counted, where they are not known
+    beforehand."""
 
     def of(self, batch: StepBatch) -> float: ...
+
+    def causal_of(self, batch: StepBatch) -> float | None: ...
 
     def counting(self, batch: StepBatch) -> contextlib.AbstractContextManager[None]: ...
 

@@ -157,7 +157,8 @@ class UserLoss:
 
 class UserFlops:
     """FLOPs of a user workload's steps: its FLOPs per token × tokens, given by the workload or
-    counted with ``FlopCounterMode`` over the first warm-up step (`counting`)."""
+    counted with ``FlopCounterMode`` over the first warm-up step (`counting`); stored as PaLM's
+    convention, the causal count unknown."""
 
     def __init__(self, per_token: float | None) -> None:
         self.per_token = per_token
@@ -180,3 +181,8 @@ class UserFlops:
         if self.per_token is None:
             raise SpecError("FLOPs per token were neither given nor counted (no warm-up step)")
         return self.per_token * batch.n_tokens
+
+    def causal_of(self, batch: StepBatch) -> float | None:
+        """Unknown: a user's FLOPs are given or counted whole, attention's masked part
+        included (`greenbench.vocabulary.flops`)."""
+        return None

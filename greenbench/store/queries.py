@@ -101,9 +101,10 @@ def _results_sql(con: duckdb.DuckDBPyConnection) -> str:
     """A run's results, their columns as stored but MFU read against its machine's peak
     (`views.results_of_run_sql`; the run's `views.PEAK_COLUMNS` go on the run); as stored in
     a database older than the MFU notes (read-only readers do not migrate)."""
-    if "mfu_note" not in _columns(con, "results"):
+    stored = _columns(con, "results")
+    if "mfu_note" not in stored:
         return "SELECT * FROM results WHERE run_id = ? ORDER BY repeat"
-    return views.results_of_run_sql(exclude=(), extra=False)
+    return views.results_of_run_sql(exclude=(), extra=False, causal=views.CAUSAL_MFU in stored)
 
 
 def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
@@ -156,7 +157,7 @@ def export(db_path: str | Path, fmt: str, out: str | Path, *, force: bool = Fals
         if "mfu_note" in stored:
             # MFU against the machine's peak, the run's own beside it (views' module docstring)
             exclude = ("run_id", "energy_source", "energy_measured")
-            results = views.mfu_star("re", "ru", "p", exclude)
+            results = views.mfu_star("re", "ru", "p", exclude, causal=views.CAUSAL_MFU in stored)
             peaks = f" LEFT JOIN {views.MACHINE_PEAKS} p USING (run_id)"
             stored |= set(views.PEAK_COLUMNS)
         sql = (

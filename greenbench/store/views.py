@@ -14,7 +14,9 @@ and readable (``mfu_own_peak``); where its stored peak is lower than the machine
 ``peak_consistent`` is false and ``peak_note`` and ``mfu_note`` say so, with both peaks. An MFU
 above 1 against the machine's peak is unknown (NULL) with its reason, never shown or clamped.
 GPU runs (datasheet peaks) and a user's own loop or process (whose thread count is torch's own,
-not stored) read their stored MFU unchanged, ``peak_consistent`` NULL (not checked).
+not stored) read their stored MFU unchanged, ``peak_consistent`` NULL (not checked). ``mfu`` is
+PaLM's convention and ``mfu_causal`` the causal one (`greenbench.vocabulary.flops`), each read
+the same way from its own FLOPs.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ RESULT_TABLE_COLUMNS = frozenset(
         "repeat", "tokens", "seconds", "tokens_per_s", "energy_source", "energy_measured",
         "energy_j", "energy_net_j", "energy_gpu_j", "energy_cpu_j", "energy_dram_j",
         "idle_power_w", "joules_per_token", "net_joules_per_token", "flops", "mfu",
+        "flops_causal", "mfu_causal",
         "peak_mem_bytes", "step_time_p50_s", "step_time_p95_s", "wait_fraction", "wait_energy_j",
         "co2_g", "loss", "energy_note", "step_times_s", "mfu_note", "state_bytes",
         "gpu_power_avg_w", "gpu_power_peak_w", "energy_node_j", "energy_node_source",
@@ -63,16 +66,23 @@ MFU_COLUMNS = frozenset(
 )
 #: those of them that belong to a run, not to one repeat
 PEAK_COLUMNS = ("peak_flops_machine", "peak_consistent", "peak_note")
+#: MFU under the causal convention (`greenbench.vocabulary.flops`), read against the machine's
+#: peak as ``mfu`` is, where the results table has it (schema version 11 on)
+CAUSAL_MFU = "mfu_causal"
+#: every column `mfu_columns` reads
+READ_AGAINST_MACHINE = MFU_COLUMNS | {CAUSAL_MFU}
 
 
 def mfu_columns(x: str = "x", r: str = "r", p: str = "p") -> dict[str, str]:
-    """SQL of each `MFU_COLUMNS` column, for results aliased ``x``, runs ``r`` and
+    """SQL of each `READ_AGAINST_MACHINE` column, for results aliased ``x``, runs ``r`` and
     `MACHINE_PEAKS` ``p`` (left-joined on run_id): MFU against the machine's peak (module
-    docstring). `PEAK_COLUMNS` read runs and ``p`` only."""
+    docstring), under PaLM's convention (``mfu``) and the causal one (``mfu_causal``, which
+    needs schema version 11). `PEAK_COLUMNS` read runs and ``p`` only."""
     lower = f"({p}.machine_peak > {r}.peak_flops)"  # the run's stored peak is below its machine's
     differs = f"({lower} AND {x}.flops > 0)"
-    achieved = f"({x}.flops / ({x}.seconds * {r}.nproc * {r}.nnodes))"
-    read = f"({achieved} / {p}.machine_peak)"
+    devices = f"({x}.seconds * {r}.nproc * {r}.nnodes)"
+    read = f"(({x}.flops / {devices}) / {p}.machine_peak)"
+    read_causal = f"(({x}.flops_causal / {devices}) / {p}.machine_peak)"
     machine = (
         f"printf('%.3g FLOP/s, the highest CPU calibration stored for this machine (%s, %d "
         f"threads per rank, %s)', {p}.machine_peak, {p}.cpu, {p}.threads, {p}.precision)"
@@ -89,6 +99,10 @@ def mfu_columns(x: str = "x", r: str = "r", p: str = "p") -> dict[str, str]:
             f"printf('MFU unknown: %.0f%% of the machine''s peak, above every calibration "
             f"stored for it', {read} * 100) END, 'MFU against ' || {machine}, {own} || "
             f"', which gave MFU ' || {stored}, nullif({x}.mfu_note, '')) ELSE {x}.mfu_note END"
+        ),
+        CAUSAL_MFU: (
+            f"CASE WHEN {differs} THEN CASE WHEN {read_causal} <= 1 THEN {read_causal} END "
+            f"ELSE {x}.mfu_causal END"
         ),
         "mfu_own_peak": f"{x}.mfu",
         "peak_flops_machine": f"coalesce({p}.machine_peak, {r}.peak_flops)",
@@ -120,12 +134,13 @@ def ok_repeats_sql(columns: Sequence[str], match: str | None = None) -> str:
         raise ValueError(f"unknown match {match!r}; known: {', '.join(MATCHES)}")
     read = mfu_columns()
     select = ", ".join(
-        f"{read[c]} AS {c}" if c in MFU_COLUMNS
+        f"{read[c]} AS {c}" if c in READ_AGAINST_MACHINE
         else f"x.{c}" if c in RESULT_TABLE_COLUMNS
         else f"r.{c}"
         for c in columns
     )  # fmt: skip
-    peaks = f" LEFT JOIN {MACHINE_PEAKS} p USING (run_id)" if MFU_COLUMNS & set(columns) else ""
+    machine = READ_AGAINST_MACHINE & set(columns)
+    peaks = f" LEFT JOIN {MACHINE_PEAKS} p USING (run_id)" if machine else ""
     where = " AND " + MATCHES[match] if match else ""
     return (
         f"SELECT {select} FROM runs r JOIN results x USING (run_id){peaks}"
@@ -151,33 +166,42 @@ RUN_RECORD = "SELECT * FROM runs WHERE run_id = ?"
 
 
 def mfu_star(
-    x: str = "x", r: str = "r", p: str = "p", exclude: Sequence[str] = (), extra: bool = True
+    x: str = "x",
+    r: str = "r",
+    p: str = "p",
+    exclude: Sequence[str] = (),
+    extra: bool = True,
+    causal: bool = True,
 ) -> str:
     """``x.*`` (the results columns but ``exclude``) with MFU read against the machine's peak
-    and (``extra``) the other `MFU_COLUMNS` beside, for a query joining runs ``r`` and
+    (``causal``: the causal convention's too, for a results table that has it, schema version
+    11 on) and (``extra``) the other `MFU_COLUMNS` beside, for a query joining runs ``r`` and
     `MACHINE_PEAKS` ``p``."""
     read = mfu_columns(x, r, p)
     more = "".join(f", {read[c]} AS {c}" for c in sorted(MFU_COLUMNS - {"mfu", "mfu_note"}))
     dropped = f" EXCLUDE ({', '.join(exclude)})" if exclude else ""
-    return f"{x}.*{dropped} REPLACE ({read['mfu']} AS mfu, {read['mfu_note']} AS mfu_note)" + (
-        more if extra else ""
-    )
+    replaced = ["mfu", "mfu_note", *([CAUSAL_MFU] if causal else [])]
+    replace = ", ".join(f"{read[c]} AS {c}" for c in replaced)
+    return f"{x}.*{dropped} REPLACE ({replace})" + (more if extra else "")
 
 
 def results_of_run_sql(
-    exclude: Sequence[str] = ("run_id", "step_times_s"), extra: bool = True
+    exclude: Sequence[str] = ("run_id", "step_times_s"), extra: bool = True, causal: bool = True
 ) -> str:
     """Every repeat of one run (``?``: its exact id): its results columns but ``exclude``, MFU
     read against the machine's peak (`mfu_star`). Needs a results table with ``mfu_note``
-    (schema version 4 on)."""
+    (schema version 4 on) and, with ``causal``, ``mfu_causal`` (version 11 on)."""
+    star = mfu_star(exclude=exclude, extra=extra, causal=causal)
     return (
-        f"SELECT {mfu_star(exclude=exclude, extra=extra)} FROM results x JOIN runs r "
+        f"SELECT {star} FROM results x JOIN runs r "
         f"USING (run_id) LEFT JOIN {MACHINE_PEAKS} p USING (run_id) WHERE x.run_id = ? "
         "ORDER BY x.repeat"
     )
 
 
 RUN_RESULTS = results_of_run_sql()
+#: `RUN_RESULTS` for a database with the MFU notes but older than the causal count
+RUN_RESULTS_BEFORE_CAUSAL = results_of_run_sql(causal=False)
 #: `RUN_RESULTS` as stored, for a database older than the MFU notes (readers do not migrate)
 RUN_RESULTS_AS_STORED = (
     "SELECT * EXCLUDE (run_id, step_times_s) FROM results WHERE run_id = ? ORDER BY repeat"

@@ -44,7 +44,9 @@ METRICS: dict[str, Metric] = {
         Metric("energy_net_j", "energy (net of idle)", "J", "min", energy=True),
         Metric("co2_g", "CO2", "g", "min", energy=True),
         Metric("co2_g_per_mtok", "CO2 g / M tokens", "g/Mtoken", "min", True, per_repeat=False),
-        Metric("mfu", "MFU", "fraction of peak", "max"),
+        # model FLOPs utilisation under each FLOP convention (`greenbench.vocabulary.flops`)
+        Metric("mfu", "MFU (PaLM)", "fraction of peak", "max"),
+        Metric("mfu_causal", "MFU (causal)", "fraction of peak", "max"),
         Metric("peak_mem_bytes", "peak memory (bytes)", "bytes", "min"),
         Metric("wait_fraction", "wait fraction", "fraction of rank-time", "min"),
         Metric("seconds", "window seconds", "s", "min"),
@@ -60,6 +62,7 @@ LEADERBOARD_METRICS = (
     "joules_per_token",
     "net_joules_per_token",
     "mfu",
+    "mfu_causal",
     "peak_mem_bytes",
     "co2_g_per_mtok",
     "wait_fraction",
@@ -79,6 +82,7 @@ COMPARABLE_METRICS = (
     "peak_mem_bytes",
     "tokens_per_s",
     "mfu",
+    "mfu_causal",
 )
 #: short names `compare --metric` accepts
 ALIASES = {

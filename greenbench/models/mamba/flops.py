@@ -15,6 +15,9 @@ def mamba_scan_flops_per_token(info: ModelInfo) -> float:
 
 
 def mamba_flops_per_token(info: ModelInfo, seq_len: int) -> float:
-    """``6·N_non_embedding`` + the selective scans; ``seq_len`` does not enter."""
+    """``6·N_non_embedding`` + the selective scans; ``seq_len`` does not enter.
+
+    The same under both conventions (`greenbench.vocabulary.flops`): the scan has no causal
+    discount, and the card names no attention part."""
     del seq_len  # linear-time model: per-token cost is independent of sequence length
     return 6.0 * info.n_params_non_embedding + mamba_scan_flops_per_token(info)

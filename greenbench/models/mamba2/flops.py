@@ -23,6 +23,9 @@ def mamba2_scan_flops_per_token(info: ModelInfo) -> float:
 
 
 def mamba2_flops_per_token(info: ModelInfo, seq_len: int) -> float:
-    """``6·N_non_embedding`` + the SSD scans' matmuls; ``seq_len`` does not enter."""
+    """``6·N_non_embedding`` + the SSD scans' matmuls; ``seq_len`` does not enter.
+
+    The same under both conventions (`greenbench.vocabulary.flops`): the scan has no causal
+    discount, and the card names no attention part."""
     del seq_len  # chunked: the quadratic part spans one chunk, never the sequence
     return 6.0 * info.n_params_non_embedding + mamba2_scan_flops_per_token(info)

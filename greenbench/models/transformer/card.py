@@ -18,7 +18,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from greenbench.models.card import ModelCard, ModelInfo, PlannerTerms
-from greenbench.models.transformer.flops import transformer_flops_per_token
+from greenbench.models.transformer.flops import (
+    transformer_attention_flops_per_token,
+    transformer_flops_per_token,
+)
 
 
 @dataclass(frozen=True)
@@ -94,6 +97,7 @@ CARD = ModelCard(
     presets=PRESETS,
     describe=info,
     flops=transformer_flops_per_token,
+    attention=transformer_attention_flops_per_token,
     tp_divides=tp_divides,
     planner=PlannerTerms(
         norms_per_block=2,

@@ -12,6 +12,7 @@ import pandas as pd
 from greenbench.reporting.cells import PARTIAL, g, partial, row
 from greenbench.reporting.leaderboard import partial_model_mask
 from greenbench.reporting.section import ReportContext
+from greenbench.vocabulary.flops import SHOWN, mfu_header
 from greenbench.vocabulary.trust import CONTENDED, Trust, interval_caption
 
 
@@ -63,14 +64,15 @@ def table_lines(table: pd.DataFrame) -> list[str]:
     """The leaderboard's Markdown table."""
     lines = [
         "| workload | configuration | layout | devices | energy | J/token (median [interval]) "
-        "| tokens/s | MFU | peak mem (MiB) | repeats | trust |",
+        f"| tokens/s | {mfu_header(SHOWN)} | peak mem (MiB) | repeats | trust |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     one_device_type = table["device_type"].nunique() == 1  # then the header names it
     for r in table.itertuples():
         device = f"×{r.devices}" if one_device_type else f"{r.device_type} ×{r.devices}"
         jpt = f"{g(r.jpt)} [{g(r.jpt_lo)}, {g(r.jpt_hi)}]"
-        mfu = "n/a" if math.isnan(r.mfu) else f"{r.mfu:.1%}"
+        value = getattr(r, SHOWN.mfu_column)
+        mfu = "n/a" if math.isnan(value) else f"{value:.1%}"
         name = (
             f"{r.config_name} ({partial(r.skipped_fraction)})" if r.partial_model else r.config_name
         )
