@@ -266,3 +266,17 @@ def test_useful_tokens_count_the_share_of_the_work_each_rank_ran() -> None:
     assert full.joules_per_useful_token == pytest.approx(full.joules_per_token)
     no_energy = aggregate([replace(r, energy=None) for r in ranks])
     assert no_energy.joules_per_useful_token is None and no_energy.useful_tokens == 3500.0
+
+
+def test_mfu_under_both_flop_conventions() -> None:
+    # 1.2e10 PaLM FLOPs and 0.8e10 causal in 2.5 s on 2 devices of 1e10 FLOP/s each
+    ranks = [replace(r, flops_causal=c) for r, c in zip(two_ranks(), (2e9, 6e9), strict=True)]
+    r = aggregate(ranks)
+    assert (r.flops, r.flops_causal) == (1.2e10, 8e9)
+    assert r.mfu == pytest.approx(0.24) and r.mfu_causal == pytest.approx(0.16)
+    # a rank that did not count its causal FLOPs: the repeat's are unknown, never a partial sum
+    unknown = aggregate([ranks[0], replace(ranks[1], flops_causal=None)])
+    assert unknown.flops_causal is None and unknown.mfu_causal is None
+    assert unknown.mfu == pytest.approx(0.24)
+    # no peak: no MFU under either
+    assert aggregate(ranks, peak_flops=None).mfu_causal is None

@@ -78,7 +78,8 @@ def test_the_causal_count_scales_the_attention_part_by_each_rows_documents():
     assert sum(tokens) == mb.n_tokens
     assert full == pytest.approx(sum(t * (rest + attention) for t in tokens))
     # per row: the full count's attention part × Σ len·(len+1)/2 ÷ S², everything else as is
-    scaled = [t * attention * kept_pairs(row, WIDTH) / WIDTH**2 for t, row in zip(tokens, ROWS)]
+    pairs = [kept_pairs(row, WIDTH) for row in ROWS]
+    scaled = [t * attention * p / WIDTH**2 for t, p in zip(tokens, pairs, strict=True)]
     assert causal == pytest.approx(sum(t * rest for t in tokens) + sum(scaled))
     assert full - causal == pytest.approx(sum(t * attention for t in tokens) - sum(scaled))
     assert causal < full
