@@ -79,7 +79,7 @@ CONFIG_COLUMNS = (
 )
 
 #: metrics a database older than them lacks (MFU under the causal convention, schema version
-#: 11 on): the dashboard and the report select them where present, and rows without them read
+#: 12 on): the dashboard and the report select them where present, and rows without them read
 #: as unknown
 LATER_METRICS = ("mfu_causal",)
 

@@ -67,7 +67,7 @@ MFU_COLUMNS = frozenset(
 #: those of them that belong to a run, not to one repeat
 PEAK_COLUMNS = ("peak_flops_machine", "peak_consistent", "peak_note")
 #: MFU under the causal convention (`greenbench.vocabulary.flops`), read against the machine's
-#: peak as ``mfu`` is, where the results table has it (schema version 11 on)
+#: peak as ``mfu`` is, where the results table has it (schema version 12 on)
 CAUSAL_MFU = "mfu_causal"
 #: every column `mfu_columns` reads
 READ_AGAINST_MACHINE = MFU_COLUMNS | {CAUSAL_MFU}
@@ -77,7 +77,7 @@ def mfu_columns(x: str = "x", r: str = "r", p: str = "p") -> dict[str, str]:
     """SQL of each `READ_AGAINST_MACHINE` column, for results aliased ``x``, runs ``r`` and
     `MACHINE_PEAKS` ``p`` (left-joined on run_id): MFU against the machine's peak (module
     docstring), under PaLM's convention (``mfu``) and the causal one (``mfu_causal``, which
-    needs schema version 11). `PEAK_COLUMNS` read runs and ``p`` only."""
+    needs schema version 12). `PEAK_COLUMNS` read runs and ``p`` only."""
     lower = f"({p}.machine_peak > {r}.peak_flops)"  # the run's stored peak is below its machine's
     differs = f"({lower} AND {x}.flops > 0)"
     devices = f"({x}.seconds * {r}.nproc * {r}.nnodes)"
@@ -175,7 +175,7 @@ def mfu_star(
 ) -> str:
     """``x.*`` (the results columns but ``exclude``) with MFU read against the machine's peak
     (``causal``: the causal convention's too, for a results table that has it, schema version
-    11 on) and (``extra``) the other `MFU_COLUMNS` beside, for a query joining runs ``r`` and
+    12 on) and (``extra``) the other `MFU_COLUMNS` beside, for a query joining runs ``r`` and
     `MACHINE_PEAKS` ``p``."""
     read = mfu_columns(x, r, p)
     more = "".join(f", {read[c]} AS {c}" for c in sorted(MFU_COLUMNS - {"mfu", "mfu_note"}))
@@ -190,7 +190,7 @@ def results_of_run_sql(
 ) -> str:
     """Every repeat of one run (``?``: its exact id): its results columns but ``exclude``, MFU
     read against the machine's peak (`mfu_star`). Needs a results table with ``mfu_note``
-    (schema version 4 on) and, with ``causal``, ``mfu_causal`` (version 11 on)."""
+    (schema version 4 on) and, with ``causal``, ``mfu_causal`` (version 12 on)."""
     star = mfu_star(exclude=exclude, extra=extra, causal=causal)
     return (
         f"SELECT {star} FROM results x JOIN runs r "

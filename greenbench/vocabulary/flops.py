@@ -8,7 +8,7 @@
   score and weighted-sum FLOPs scaled, row by row, by the query–key pairs a document-causal mask
   keeps, the sum over the row's documents of ``len·(len+1)/2`` divided by ``S²`` (``S`` the
   row's width). Stored as ``results.flops_causal`` / ``results.mfu_causal`` from schema version
-  11 on; NULL for runs stored before, and for a user's workload, whose FLOPs are given or
+  12 on; NULL for runs stored before, and for a user's workload, whose FLOPs are given or
   counted whole (`torch.utils.flop_counter.FlopCounterMode` never discounts causality).
 
 Only attention is discounted: Mamba's selective scan and Mamba-2's SSD scan have no causal
@@ -44,7 +44,7 @@ PALM = FlopsConvention(
 )  # fmt: skip
 CAUSAL = FlopsConvention(
     "causal", "causal", "flops_causal", "mfu_causal",
-    "useful FLOPs: attention over the keys a document-causal mask keeps, "
+    "attention over the keys a document-causal mask keeps, "
     "sum of len·(len+1)/2 over a row's documents out of S² (FlashAttention)",
 )  # fmt: skip
 
