@@ -110,9 +110,11 @@ CARD = ModelCard(
         cp_passes=3,
         cp_message=lambda info: (2 * info.kv_dim, 0.0),
         # scores and the weighted sum: 2 matmuls × 2 FLOPs × 3 (forward + backward) over d
-        # channels and S keys, the attention part of the card's FLOP count (not discounted)
+        # channels and S keys, the card's attention part (PaLM's count, one block's share)
         kernel="attention",
-        kernel_flops=lambda info, seq_len: 12.0 * info.d_model * seq_len,
+        kernel_flops=lambda info, seq_len: (
+            transformer_attention_flops_per_token(info, seq_len) / info.n_layers
+        ),
         causal=True,
     ),
     parts_module="greenbench.models.transformer.parts",
