@@ -321,10 +321,14 @@ def _split(rows: pd.DataFrame) -> list[str]:
     ):
         name = f"{schedule} skip={skip:g}"
         for r in sched.itertuples():
+            useful = r.useful_tokens_per_s / r.aware_useful_tokens_per_s
             out.append(
-                f"- {name} ({r.condition}): gain against the straggler-aware full pipeline "
-                f"{_times(r.aware_gain)} (against the plain full pipeline {_times(r.gain)}); "
-                f"loss {_loss(r.aware_loss)} straggler-aware full, {_loss(r.loss)} {schedule}"
+                f"- {name} ({r.condition}): iteration-time gain against the straggler-aware full "
+                f"pipeline {_times(r.aware_gain)} (against the plain full pipeline "
+                f"{_times(r.gain)}), each iteration training a visited share of "
+                f"{_g(r.visited_share, '.3f')} of the model; useful tokens/s against it "
+                f"{_times(useful)}; loss {_loss(r.aware_loss)} straggler-aware full, "
+                f"{_loss(r.loss)} {schedule}"
             )
         without = sched[sched["condition"] == NO_STRAGGLER]
         if without.empty or pd.isna(without["aware_gain"].iloc[0]):

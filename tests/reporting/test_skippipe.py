@@ -124,9 +124,10 @@ def test_runs_are_ranked_on_useful_tokens_and_gains_are_against_the_straggler_aw
         "straggler out gains before any stage is skipped." in text
     )
     assert (
-        "- skippipe skip=0.5 (slow=2×3): gain against the straggler-aware full pipeline 1.60× "
-        "(against the plain full pipeline 2.00×); loss 5.0000 straggler-aware full, "
-        "5.1200 skippipe" in text
+        "- skippipe skip=0.5 (slow=2×3): iteration-time gain against the straggler-aware full "
+        "pipeline 1.60× (against the plain full pipeline 2.00×), each iteration training a "
+        "visited share of 0.500 of the model; useful tokens/s against it 0.80×; loss 5.0000 "
+        "straggler-aware full, 5.1200 skippipe" in text
     )
     assert "- skippipe skip=0.5, gain from visiting fewer stages (no straggler, where" in text
     routing = (
