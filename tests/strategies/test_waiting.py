@@ -5,7 +5,8 @@ and ``fsdp``; rank 1 sleeps before its
 first microbatch (the loop's ``before_microbatch`` hook, where the rank's fault injection sits).
 The window is settled as the worker settles it (`greenbench.rank.worker.settle_communication`):
 rank 0's waiting is then in the strategy's own records (DDP's buffer broadcast or bucket
-all-reduce, FSDP2's all-gathers and reduce-scatters), not in a barrier, and the late rank itself waits for no one.
+all-reduce, FSDP2's all-gathers and reduce-scatters), not in a barrier, and the late rank itself
+waits for no one.
 """
 
 from __future__ import annotations
