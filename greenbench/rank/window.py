@@ -99,11 +99,12 @@ def settle_calls(
     """This rank's communication records for a window, and its transfer and waiting seconds.
 
     ``per_rank[r]`` lists rank r's calls in issue order as (dim, op, bytes, seconds, waits).
-    Calls that ``waits`` (pipeline receives, ODC's barriers) are waiting through and through; point-to-point calls
-    (`POINT_TO_POINT_OPS`) are transfer through and through. Collectives are split as in
-    `split_blocked` (the shortest of the ranks' times for a call is transfer, the rest waiting)
-    when every rank issued the same sequence of them, as collectives are; otherwise they count
-    as transfer (waiting is never invented) and `unsplit_note` says the waiting is unknown.
+    Calls that ``waits`` (pipeline receives, ODC's barriers) are waiting through and through;
+    point-to-point calls (`POINT_TO_POINT_OPS`) are transfer through and through. Collectives
+    are split as in `split_blocked` (the shortest of the ranks' times for a call is transfer,
+    the rest waiting) when every rank issued the same sequence of them, as collectives are;
+    otherwise they count as transfer (waiting is never invented) and `unsplit_note` says the
+    waiting is unknown.
     """
     blocking = [[c for c in calls if collective(c)] for calls in per_rank]
     aligned = collectives_aligned(per_rank)
