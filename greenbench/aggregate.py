@@ -16,6 +16,10 @@ compute them the same way. Conventions, each chosen once here:
 - **Step times**: a data-parallel step ends when its slowest rank does, so the repeat's step
   times are the element-wise max over ranks when all ranks timed the same number of steps;
   otherwise (pipeline schedules) the pooled union of every rank's step times, noted.
+- **Wait fraction** = the ranks' waiting seconds ÷ their window seconds, waiting read from the
+  communication records (in a collective, the time beyond the last-arriving rank's). Where the
+  ranks' collectives could not be matched call by call, their waiting is unknown and left out,
+  and the repeat's note says so (`RankResult.comm_note`).
 - **Wait energy** = energy × wait fraction: an attribution estimate (it assumes power is flat
   across compute and waiting), not a measurement.
 - **Beside the run's devices** (`RankResult.extra_energy`, local rank 0 only): the node's own
@@ -203,6 +207,7 @@ def aggregate_repeat(
     source, measured, energy_j, parts, notes = _energy(ranks)
     if step_note:
         notes.append(step_note)
+    notes.extend(dict.fromkeys(r.comm_note for r in ranks if r.comm_note))
 
     energy_net_j = None
     idle_note = idle_problem(idle_power_w, energy_j, seconds, idle_sample_note)

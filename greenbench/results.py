@@ -46,8 +46,11 @@ class RankResult:
     tokens: int  # real (non-padding) tokens this rank trained on in the window
     seconds: float  # wall time of the measured window
     compute_s: float  # time in forward/backward/optimizer
-    comm_s: float  # time blocked in explicit communication
-    wait_s: float  # time waiting for other ranks (barriers, idle bubbles)
+    comm_s: float  # time blocked in communication beyond waiting: the transfer
+    #: time waiting for other ranks: in a collective, the time beyond the last-arriving rank's
+    #: (`greenbench.rank.window.settle_calls`); calls recorded as waiting through and through
+    #: (pipeline receives, a strategy's own barriers, as ODC's)
+    wait_s: float
     step_times_s: tuple[float, ...]
     peak_mem_bytes: int
     flops: float  # analytic model FLOPs of the work done in the window, PaLM's convention
@@ -73,6 +76,10 @@ class RankResult:
     #: the window's model FLOPs under the causal convention (`greenbench.vocabulary.flops`);
     #: None where unknown (a user's workload, results written before the field existed)
     flops_causal: float | None = None
+    #: why waiting inside collectives is unknown in this window ("" when it is known: the
+    #: ranks issued different collectives, `greenbench.rank.window.unsplit_note`); it reaches
+    #: the repeat's note
+    comm_note: str = ""
 
     @property
     def state_bytes(self) -> int | None:

@@ -180,6 +180,13 @@ def test_unequal_step_counts_pool_steps() -> None:
     assert "pool" in r.energy_note
 
 
+def test_unknown_waiting_reaches_the_note_once() -> None:
+    why = "waiting inside collectives unknown: ranks issued different collectives (2/3 calls)"
+    r = aggregate([rank(0, comm_note=why), rank(1, comm_note=why)])
+    assert r.energy_note.count(why) == 1
+    assert aggregate(two_ranks()).energy_note == ""
+
+
 def test_bad_inputs() -> None:
     with pytest.raises(ValueError, match="at least one"):
         aggregate([])

@@ -3,11 +3,17 @@
 A strategy wraps each call it issues in `CommRecorder.span` (or reports a time it measured
 itself with `CommRecorder.add`), naming the mesh dimension or group it ran on, the operation
 and its bytes. After a measured window the worker exchanges every rank's per-call seconds and
-splits each call into transfer and waiting: the last rank to arrive waited for no one, so the
-shortest of the ranks' times is the transfer and the rest is time spent waiting for others
-(`greenbench.rank.window.split_blocked`). Calls marked ``waits`` (barriers, pipeline bubbles)
-are waiting through and through. The records are stored summed per (dimension, operation), and
-their totals are the run's ``comm_s`` and ``wait_s``.
+splits each collective into transfer and waiting: the last rank to arrive waited for no one, so
+the shortest of the ranks' times is the transfer and the rest is time spent waiting for others
+(`greenbench.rank.window.settle_calls`). This is where a data-parallel strategy's waiting comes
+from: no strategy adds a barrier of its own to measure it, so DDP's waiting is in its gradient
+all-reduce (and buffer broadcast), FSDP's in FSDP2's all-gathers and reduce-scatters. Where the
+ranks issued different sequences of collectives, no call can be matched with its peers': their
+seconds count as transfer and the window says its waiting is unknown
+(`greenbench.rank.window.unsplit_note`), never a silent zero. Calls marked ``waits`` (pipeline
+receives, where a stage idles for its neighbour; the barriers of a strategy whose algorithm has
+them, as ODC's) are waiting through and through. The records are stored summed per (dimension,
+operation), and their totals are the run's ``comm_s`` and ``wait_s``.
 
 Timing: on CPU, gloo's collectives run synchronously, so a call's wall-clock duration is the time
 the rank was blocked in it. On CUDA, NCCL runs asynchronously on its own streams, so a span

@@ -12,9 +12,9 @@ this host (`greenbench.planner.host`), each rank a device with its share of the 
   ``calls·a(op,p)·α + b(op,p)·bytes·β``. Groups inside one node fit the fast link, groups across
   nodes the network. A link needs records of at least two different message sizes (else α and
   β cannot be told apart); α below zero is refitted at zero, and a fit with β ≤ 0 is dropped.
-  On CPU, DDP records only the tail of its all-reduce that backward did not hide (its gloo
-  all-reduce runs beside backward, `greenbench.strategies.ddp`), not a transfer: those records
-  (the dimensions `greenbench.planner.host.OVERLAPPED`) are left out of the fit. gloo's copies and
+  DDP records only the tail of its all-reduces that backward did not hide (they run beside
+  backward, `greenbench.strategies.ddp`; on CPU and, since it adds no barrier, on GPU too), not
+  a transfer: its records (``dp_replicate``, `DDP_TAIL`) are left out of the fit. gloo's copies and
   reductions are CPU work done on the rank's share of the cores, so a rank under a quota of half
   a core transfers at about half the speed (measured here: 1.4 ns/B for an all-gather at 2 ranks
   of one core each, 3.1 ns/B at 4 ranks of half a core): CPU transfer seconds are fitted per
@@ -58,8 +58,11 @@ from greenbench.hardware import gpus
 from greenbench.planner.alpha_beta import OPS, Link, coefficients
 from greenbench.planner.device import Calibration
 from greenbench.planner.family_fit import fit_family_rates, fit_process_overhead
-from greenbench.planner.host import HOST, OVERLAPPED, cores_per_rank, run_cores
+from greenbench.planner.host import HOST, cores_per_rank, run_cores
 from greenbench.vocabulary import DEGREES, MESH_ORDER
+
+#: the dimension whose records are DDP's exposed all-reduce tail, never a transfer
+DDP_TAIL = "dp_replicate"
 
 
 def stored_runs(
@@ -165,7 +168,7 @@ def _links(runs: list[dict[str, Any]]) -> tuple[dict[str, tuple[Link, int]], dic
             p = _group_size(run, c["dim"])
             if c["op"] not in OPS or c["calls"] < 1 or (p < 2 and c["op"] not in ("send", "recv")):
                 continue
-            if run.get("device") == "cpu" and c["dim"] in OVERLAPPED:
+            if c["dim"] == DDP_TAIL:
                 continue  # the exposed tail of an all-reduce, not its transfer (docstring)
             a, b = coefficients(c["op"], p)
             link = "network" if _crosses_nodes(run, c["dim"]) else "fast"

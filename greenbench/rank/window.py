@@ -33,6 +33,8 @@ class WindowTally:
     flops_causal: float | None = 0.0  # the causal convention; None once a step's is unknown
     n_microbatches: int = 0
     useful_tokens: float = 0.0
+    #: why waiting inside collectives is unknown ("" when it is known: `unsplit_note`)
+    comm_note: str = ""
 
     def add(
         self,
@@ -97,14 +99,15 @@ def settle_calls(
     """This rank's communication records for a window, and its transfer and waiting seconds.
 
     ``per_rank[r]`` lists rank r's calls in issue order as (dim, op, bytes, seconds, waits).
-    Calls that ``waits`` (barriers) are waiting through and through; point-to-point calls
-    (`POINT_TO_POINT_OPS`) are transfer through and through. Collectives are split as in
-    `split_blocked` (the shortest of the ranks' times for a call is transfer, the rest waiting)
-    when every rank issued the same sequence of them, as collectives are; otherwise they count
-    as transfer (waiting is never invented).
+    Calls that ``waits`` (pipeline receives, ODC's barriers) are waiting through and through;
+    point-to-point calls (`POINT_TO_POINT_OPS`) are transfer through and through. Collectives
+    are split as in `split_blocked` (the shortest of the ranks' times for a call is transfer,
+    the rest waiting) when every rank issued the same sequence of them, as collectives are;
+    otherwise they count as transfer (waiting is never invented) and `unsplit_note` says the
+    waiting is unknown.
     """
     blocking = [[c for c in calls if collective(c)] for calls in per_rank]
-    aligned = len({tuple((c[0], c[1]) for c in calls) for calls in blocking}) == 1
+    aligned = collectives_aligned(per_rank)
     floors = (
         [min(times) for times in zip(*([c[3] for c in calls] for calls in blocking), strict=True)]
         if aligned
@@ -127,6 +130,27 @@ def settle_calls(
         groups[(dim, op)] = (calls + 1, moved + nbytes, total + seconds, waited_sum + waited)
     records = [CommRecord(dim, op, *totals) for (dim, op), totals in groups.items()]
     return records, transfer, waiting
+
+
+def collectives_aligned(per_rank: list[list[tuple[str, str, int, float, bool]]]) -> bool:
+    """Whether every rank issued the same sequence of collectives (dimension and operation),
+    so that each call can be split into transfer and waiting (`settle_calls`)."""
+    sequences = {tuple((c[0], c[1]) for c in calls if collective(c)) for calls in per_rank}
+    return len(sequences) == 1
+
+
+def unsplit_note(per_rank: list[list[tuple[str, str, int, float, bool]]]) -> str:
+    """Why the window's waiting leaves its collectives out ("" when they were split): ranks
+    that issued different sequences of collectives cannot be matched call by call, so their
+    seconds count as transfer and the stored waiting holds only what was recorded as waiting
+    (barriers, pipeline receives)."""
+    if collectives_aligned(per_rank):
+        return ""
+    counts = sorted({sum(1 for c in calls if collective(c)) for calls in per_rank})
+    return (
+        "waiting inside collectives unknown: ranks issued different collectives "
+        f"({'/'.join(map(str, counts))} calls), counted as transfer"
+    )
 
 
 def collective(call: tuple[str, str, int, float, bool]) -> bool:

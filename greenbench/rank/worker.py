@@ -38,7 +38,7 @@ from greenbench.rank.faults import Faults
 from greenbench.rank.hangs import dump_stacks_on_request
 from greenbench.rank.rank_meters import rank_meters
 from greenbench.rank.state_memory import StateMemory
-from greenbench.rank.window import WindowTally, settle_calls
+from greenbench.rank.window import WindowTally, settle_calls, unsplit_note
 from greenbench.results import CommRecord, RankResult
 from greenbench.settings.run import TrainSettings
 from greenbench.settings.runspec import RunSpec
@@ -247,6 +247,7 @@ def train_and_measure(
                     n_microbatches=tally.n_microbatches,
                     energy=window,
                     comm=tuple(records),
+                    comm_note=tally.comm_note,
                     extra_energy=beside,
                     param_bytes=state.param_bytes,
                     grad_bytes=state.grad_bytes,
@@ -266,7 +267,8 @@ def settle_communication(
     """This window's communication records, with the tally's split made from them: every
     rank's calls are exchanged (after the window closed: that is not part of what is measured),
     each call split into transfer and waiting (`settle_calls`), and the step time not spent in
-    either is compute."""
+    either is compute. Where the ranks' collectives cannot be matched call by call, the tally's
+    ``comm_note`` says that their waiting is unknown (`unsplit_note`)."""
     calls = [(c.dim, c.op, c.nbytes, c.seconds, c.waits) for c in comm.take()]
     per_rank: list[Any] = [calls]
     rank = 0
@@ -278,6 +280,7 @@ def settle_communication(
         rank = ctx.rank
     records, transfer, waiting = settle_calls(per_rank, rank)
     tally.comm_s, tally.wait_s = transfer, waiting
+    tally.comm_note = unsplit_note(per_rank)
     tally.compute_s = math.fsum(tally.step_times_s) - transfer - waiting
     return records
 

@@ -1,16 +1,28 @@
 """Data parallelism with torch's DistributedDataParallel (``layout.dp_replicate`` ranks).
 
 Gradients are all-reduced once per optimizer step (``no_sync`` on every microbatch but the
-last), as gradient accumulation does in practice. Ranks meet in a timed barrier before the last
-microbatch's backward, so the time a fast rank waits for a slow one is measured, not hidden
-inside the all-reduce.
+last), as gradient accumulation does in practice. Ranks meet only where stock DDP makes them:
+in those bucket all-reduces and, for a model with buffers, in DDP's broadcast of them before a
+synchronised forward (``broadcast_buffers``, recorded as ``broadcast``). No barrier is added,
+so a GPU rank's host runs ahead as it would.
 
 Time in communication: DDP all-reduces gradient buckets asynchronously while backward still
 computes, through a communication hook with DDP's default arithmetic (divide by the world size,
-all-reduce with a sum) that records every bucket (`greenbench.distributed.comm`). On CPU the hook
-notes when the last bucket became ready: what backward then spends until it returns is time
-blocked in the all-reduce, recorded as one call per step with the buckets' bytes. On CUDA every
-bucket's all-reduce is timed with CUDA events from its issue to its completion.
+all-reduce with a sum). What a rank loses to them is the tail: from the moment the step's last
+bucket became ready (backward has nothing left to compute) until every bucket's all-reduce has
+completed. That is recorded as one ``all_reduce`` call per step with the buckets' bytes
+(`greenbench.distributed.comm`): on CPU by the wall clock (backward returns once every
+all-reduce completed), on CUDA by an event on the compute stream when the last bucket is handed
+over and one when its all-reduce completes (the buckets' all-reduces run in order on one
+stream, so it completes last; the optimizer step waits for it). Buckets reduced while backward
+still computed cost nothing here, as they cost the step nothing.
+
+Waiting: a rank that finished backward early sits in the tail until the slowest rank's last
+bucket arrives (or, with buffers, in the broadcast before the synchronised forward, if it got
+there first), so the time of the last rank to arrive is the transfer and what another rank
+spent beyond it is waiting (`greenbench.rank.window.settle_calls`). DDP's reducer meets the
+other ranks once more on its own, unrecorded: when it rebuilds its buckets in the second step,
+which the default two warm-up steps keep out of the measured window.
 """
 
 from __future__ import annotations
@@ -38,7 +50,7 @@ DIM = "dp_replicate"
 
 @dataclass(slots=True)
 class Buckets:
-    """On CPU: when the step's last gradient bucket became ready, and the buckets' bytes."""
+    """The step's buckets: their bytes so far and (on CPU) when the last became ready."""
 
     last_ready: float = 0.0
     nbytes: int = 0
@@ -64,16 +76,18 @@ class DDP(DataParallel):
         # which postponed (string) annotations would fail
         def recorded_allreduce(state, bucket):  # type: ignore[no-untyped-def]
             buffer = bucket.buffer().div_(world)
-            if not cuda:
+            buckets.nbytes += tensor_bytes(buffer)
+            if not cuda:  # the tail is timed when backward returns (DDPSchedule.microbatch)
                 buckets.last_ready = time.perf_counter()
-                buckets.nbytes += tensor_bytes(buffer)
-                work = dist.all_reduce(buffer, group=group, async_op=True)
-                return work.get_future().then(lambda fut: fut.value()[0])
-            with self.comm.span(DIM, "all_reduce", tensor_bytes(buffer)) as call:
-                work = dist.all_reduce(buffer, group=group, async_op=True)
-            return self.comm.finish_async(call, work).then(lambda fut: fut.value()[0])
+            elif bucket.is_last():  # the tail: from here until this all-reduce completes
+                with self.comm.span(DIM, "all_reduce", buckets.nbytes) as call:
+                    work = dist.all_reduce(buffer, group=group, async_op=True)
+                return self.comm.finish_async(call, work).then(lambda fut: fut.value()[0])
+            work = dist.all_reduce(buffer, group=group, async_op=True)
+            return work.get_future().then(lambda fut: fut.value()[0])
 
         ddp.register_comm_hook(None, recorded_allreduce)
+        record_buffer_broadcast(ddp, self.comm)
         return ddp
 
     def schedule(self, loss: Loss) -> StepSchedule:
@@ -81,9 +95,25 @@ class DDP(DataParallel):
         return DDPSchedule(self.ctx, self.comm, loss, self.buckets)
 
 
+def record_buffer_broadcast(ddp: DistributedDataParallel, comm: CommRecorder) -> None:
+    """Record DDP's broadcast of the module's buffers before a synchronised forward (stock
+    DDP's ``broadcast_buffers``; a model without buffers has none). It is synchronous, so ranks
+    meet in it: a rank that reached it early waits there. DDP issues it through one private
+    method, wrapped here; a torch without it leaves the broadcast unrecorded."""
+    original = getattr(ddp, "_distributed_broadcast_coalesced", None)
+    if original is None:  # pragma: no cover - another torch layout
+        return
+
+    def recorded(tensors, buffer_size, authoritative_rank=0):  # type: ignore[no-untyped-def]
+        with comm.span(DIM, "broadcast", sum(tensor_bytes(t) for t in tensors)):
+            original(tensors, buffer_size, authoritative_rank)
+
+    ddp._distributed_broadcast_coalesced = recorded  # type: ignore[method-assign]
+
+
 class DDPSchedule(StepSchedule):
-    """Gradients synchronised on the last microbatch only, ranks meeting just before it, the
-    time backward then spends blocked in the all-reduce recorded (CPU)."""
+    """Gradients synchronised on the last microbatch only; on CPU, the time backward then
+    spends blocked in the all-reduces recorded (on CUDA the hook records it)."""
 
     def __init__(self, ctx: DistContext, comm: CommRecorder, loss: Loss, buckets: Buckets) -> None:
         super().__init__(ctx, comm, loss)
@@ -100,9 +130,6 @@ class DDPSchedule(StepSchedule):
         if self.buckets.last_ready:  # backward returned once every bucket's all-reduce completed
             blocked = max(0.0, time.perf_counter() - self.buckets.last_ready)
             self.comm.add(DIM, "all_reduce", self.buckets.nbytes, blocked)
-
-    def wait_point(self, index: int, count: int) -> bool:
-        return index == count - 1
 
     def loss_scale(self, global_tokens: int) -> float:
         # DDP averages gradients over ranks; scale up so the result is sum / global_tokens.

@@ -3,8 +3,8 @@
 Each of the family's blocks (`ModelCard.blocks`) is sharded on its own over the mesh's
 ``dp_shard`` dimension, then the root. As in the post-training frameworks the ODC paper
 measures, parameters are all-gathered and gradients reduce-scattered for every microbatch, so
-ranks meet at every microbatch; a timed barrier before each microbatch measures how long a fast
-rank waits for a slow one.
+ranks meet at every microbatch, in those collectives and nowhere else: no barrier is added, so a
+GPU rank's host runs ahead as under stock FSDP2.
 
 Gradient reduction is a plain sum, divided here through the loss scale
 (``set_force_sum_reduction_for_comms`` + ``set_gradient_divide_factor(1)``): gloo has no
@@ -20,7 +20,11 @@ Time in communication: every all-gather and reduce-scatter FSDP2 issues goes thr
 ``set_custom_all_gather`` / ``set_custom_reduce_scatter`` hooks (subclasses of its default
 implementations, which are private to torch: without them nothing is recorded) and into the
 communication records (`greenbench.distributed.comm`): wall clock on CPU, where gloo's calls are
-synchronous, CUDA events on GPU.
+synchronous, CUDA events on GPU. Waiting is read from them: the last rank to reach an all-gather
+or reduce-scatter waited for no one, so each call's time beyond the ranks' shortest is time a
+faster rank spent waiting for a slower one (`greenbench.rank.window.settle_calls`). On GPU a
+call's events time it on the stream FSDP2 issues it on (the all-gather stream when gathers are
+prefetched), so its waiting is the collective's and may overlap compute on the default stream.
 """
 
 from __future__ import annotations
@@ -130,14 +134,11 @@ class FSDP(DataParallel):
 
 
 class FSDPSchedule(StepSchedule):
-    """Ranks meet before every microbatch (FSDP's collectives make them), no autocast."""
+    """The shared step, no autocast: ranks meet only in FSDP2's own collectives."""
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Nothing to cast: under bf16 the parameters FSDP2 gathers are bf16 already."""
         return contextlib.nullcontext()
-
-    def wait_point(self, index: int, count: int) -> bool:
-        return index < count
 
     def loss_scale(self, global_tokens: int) -> float:
         # Gradients are summed over ranks (divide factor 1): sum / global_tokens is exact.

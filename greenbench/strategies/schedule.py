@@ -1,11 +1,18 @@
 """Step schedules: how a strategy runs one optimizer step over its rank's microbatches.
 
-`StepSchedule` is the shared template (zero the gradients; per microbatch, an optional wait
-point, forward and loss under the strategy's context, backward of the scaled loss; the optimizer
-step; the step's seconds split by the communication recorded during it). Strategies adjust it
-through its hooks (a context per microbatch, where ranks meet, what happens before and after a
-minibatch, the loss scale, autocast) or replace the step (a pipeline, a skip schedule), so every
-strategy is measured doing the same arithmetic.
+`StepSchedule` is the shared template (zero the gradients; per microbatch, forward and loss
+under the strategy's context, backward of the scaled loss; the optimizer step; the step's
+seconds split by the communication recorded during it). Strategies adjust it through its hooks
+(a context per microbatch, what happens before and after a minibatch, the loss scale, autocast)
+or replace the step (a pipeline, a skip schedule), so every strategy is measured doing the same
+arithmetic.
+
+The template adds no synchronisation of its own: ranks meet only in the collectives and
+messages of the strategy itself, as they do under its stock counterpart (DDP's bucket
+all-reduces, FSDP2's all-gathers and reduce-scatters). How long a rank waited for the others is
+read from those calls' records afterwards (`greenbench.distributed.comm`,
+`greenbench.rank.window.settle_calls`). `barrier` is for a strategy whose own algorithm meets in
+one (ODC, once per minibatch).
 
 Loss normalisation: each microbatch contributes sum(token losses) / global_tokens, where
 global_tokens counts the real tokens of the whole minibatch over all ranks. Data-parallel
@@ -50,7 +57,8 @@ def step_times(comm: CommRecorder, mark: int, total_s: float) -> StepTimes:
 
 
 def barrier(ctx: DistContext, comm: CommRecorder) -> float:
-    """Meet the other ranks (recorded as waiting on the world group); return the seconds."""
+    """Meet the other ranks (recorded as waiting on the world group); return the seconds. Only
+    for a strategy whose algorithm has a barrier; the shared template never calls it."""
     if not ctx.distributed:
         return 0.0
     import torch.distributed as dist
@@ -102,8 +110,6 @@ class StepSchedule:
         for i, mb in enumerate(batch.microbatches):
             if before_microbatch is not None:
                 before_microbatch(i)
-            if self.wait_point(i, count):
-                self.barrier()
             with self.microbatch(model, last=i == count - 1):
                 loss = self.microbatch_loss(model, mb)
                 (loss * scale).backward()
@@ -119,10 +125,6 @@ class StepSchedule:
     def microbatch(self, model: torch.nn.Module, last: bool) -> Iterator[None]:
         """Context for one microbatch's forward+backward (e.g. skip gradient sync)."""
         yield
-
-    def wait_point(self, index: int, count: int) -> bool:
-        """Whether ranks meet before microbatch ``index`` (a timed barrier = waiting time)."""
-        return False
 
     def start_minibatch(self) -> None:
         """Before a minibatch's first microbatch (after the gradients were zeroed)."""
@@ -140,7 +142,3 @@ class StepSchedule:
         if self.ctx.dtype == torch.float32:
             return contextlib.nullcontext()
         return torch.autocast(self.ctx.device.type, dtype=self.ctx.dtype)
-
-    def barrier(self) -> float:
-        """Meet the other ranks (recorded as waiting on the world group); return the seconds."""
-        return barrier(self.ctx, self.comm)

@@ -12,7 +12,7 @@ import torch
 from helpers import free_port, spawn
 
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
-from greenbench.rank.window import settle_calls
+from greenbench.rank.window import settle_calls, unsplit_note
 
 
 def _rank(rank: int, world: int, port: int, out: str) -> None:
@@ -69,6 +69,16 @@ def test_settling_never_invents_waiting_when_ranks_disagree():
     ]
     records, transfer, waiting = settle_calls(per_rank, 0)
     assert (transfer, waiting) == (0.5, 0.0) and records[0].wait_s == 0.0
+    # and the window says its waiting is unknown rather than storing a silent zero
+    assert "unknown" in unsplit_note(per_rank)
+
+
+def test_matched_collectives_and_waits_need_no_note():
+    per_rank = [
+        [("world", "barrier", 0, 0.3, True), ("dp_shard", "all_gather", 8, 0.5, False)],
+        [("dp_shard", "get", 8, 0.1, False), ("dp_shard", "all_gather", 8, 0.1, False)],
+    ]
+    assert unsplit_note(per_rank) == ""
 
 
 def _nccl_rank(rank: int, port: int, out: str) -> None:

@@ -22,8 +22,9 @@ def test_fit_recovers_alpha_beta_flops_and_power(gpu_db: Path, truth) -> None:
     assert c.network is None  # every run was on one node
     assert c.sustained_flops == pytest.approx(truth.sustained)
     assert c.busy_w == pytest.approx(truth.busy_w) and c.idle_w == pytest.approx(truth.idle_w)
-    # the A100 run is not an H100's; the estimated-energy run fits no power
-    assert c.runs == {"fast": 3, "sustained_flops": 3, "busy_w": 2, "idle_w": 2,
+    # the A100 run is not an H100's; the estimated-energy run fits no power; DDP's records are
+    # the exposed tail of its all-reduces, not transfers, so its run fits no link
+    assert c.runs == {"fast": 2, "sustained_flops": 3, "busy_w": 2, "idle_w": 2,
                       "transformer FLOP/s": 3}  # fmt: skip
     assert c.process_overhead_b is None  # a GPU's peak allocated memory has none
 

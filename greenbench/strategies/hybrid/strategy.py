@@ -135,10 +135,6 @@ class HybridSchedule(StepSchedule):
         self.hybrid = hybrid
         self.layout = hybrid.layout
 
-    def wait_point(self, index: int, count: int) -> bool:
-        # data-parallel ranks meet at every microbatch (FSDP's all-gathers), as fsdp measures
-        return self.layout.dp_shard > 1
-
     # -- the data a rank computes on ---------------------------------------------------------
 
     def prepare(
