@@ -10,8 +10,10 @@ in `CARDS`.
 from __future__ import annotations
 
 from greenbench.strategies.card import StrategyCard
+from greenbench.strategies.fsdp_settings import FSDPSettings, check_fsdp
 from greenbench.strategies.hybrid.checks import check_hybrid
 from greenbench.strategies.odc.checks import check_odc
+from greenbench.strategies.odc.settings import ODCSettings
 from greenbench.strategies.skippipe.checks import check_skippipe
 from greenbench.strategies.skippipe.settings import SkipPipeSettings
 from greenbench.vocabulary import DEGREES
@@ -35,6 +37,8 @@ CARDS: tuple[StrategyCard, ...] = (
         implementation="greenbench.strategies.fsdp:FSDP",
         applies=frozenset({"dp_shard"}),
         fills="dp_shard",
+        check=check_fsdp,
+        settings=FSDPSettings,
     ),
     StrategyCard(
         name="odc",
@@ -44,6 +48,7 @@ CARDS: tuple[StrategyCard, ...] = (
         fills="dp_shard",
         balance="balanced-cost",
         check=check_odc,
+        settings=ODCSettings,
     ),
     StrategyCard(
         name="hybrid",

@@ -16,6 +16,10 @@ bf16 and reduces gradients in float32 (``MixedPrecisionPolicy(param_dtype=bf16,
 reduce_dtype=float32)``, torchtitan's default), with no autocast: the gathered bytes halve.
 Single-device and DDP runs autocast instead, as PyTorch's AMP recipe does.
 
+Transport (``fsdp.transport``): gloo by default; ``shared-memory`` carries the same collectives,
+each still a meeting of every rank, through ODC's shared memory
+(`greenbench.strategies.odc.collectives`), so FSDP2's engine can be measured on ODC's transport.
+
 Time in communication: every all-gather and reduce-scatter FSDP2 issues goes through FSDP2's
 ``set_custom_all_gather`` / ``set_custom_reduce_scatter`` hooks (subclasses of its default
 implementations, which are private to torch: without them nothing is recorded) and into the
@@ -38,10 +42,13 @@ from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
 from greenbench.strategies.base import DataParallel
+from greenbench.strategies.fsdp_settings import FSDPSettings
 from greenbench.strategies.schedule import StepSchedule
 
 if TYPE_CHECKING:
+    from greenbench.config import Config
     from greenbench.sources.contract import Loss, ModelSource
+    from greenbench.strategies.odc.collectives import SharedMemoryGroup
 
 try:  # FSDP2's default collectives: public hooks, private classes
     from torch.distributed.fsdp._fully_shard._fsdp_collectives import (
@@ -54,7 +61,7 @@ except ImportError:  # pragma: no cover - another torch layout: leave collective
 DIM = "dp_shard"
 
 
-def _recorded(base: type, comm: CommRecorder, op: str, sized: str, dim: str = DIM) -> object:
+def _recorded(base: type, comm: CommRecorder, op: str, sized: str, dim: str = DIM) -> Any:
     """An instance of FSDP2 collective class ``base`` that records every call on mesh dimension
     ``dim``; ``sized`` names the argument whose bytes the call moves (the gathered output, the
     reduced input)."""
@@ -80,26 +87,29 @@ def shard_model(
     comm: CommRecorder,
     dim: str,
     param_dtype: torch.dtype | None = None,
+    collectives: tuple[type, type] | None = None,
 ) -> None:
     """``fully_shard`` each block, then the root, over the 1-D ``mesh`` (recorded as ``dim``):
     every all-gather and reduce-scatter recorded, gradients summed (see the module doc). With
     ``param_dtype`` (bf16), parameters are gathered and computed in it and gradients reduced in
-    float32 over float32 shards (FSDP2's mixed precision, as torchtitan trains)."""
+    float32 over float32 shards (FSDP2's mixed precision, as torchtitan trains).
+    ``collectives``: the all-gather and reduce-scatter classes to record instead of FSDP2's
+    defaults (`greenbench.strategies.odc.collectives`: the same collectives over shared
+    memory)."""
     policy = MixedPrecisionPolicy()
     if param_dtype is not None:
         policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
     for block in blocks:
         fully_shard(block, mesh=mesh, mp_policy=policy)
     fully_shard(model, mesh=mesh, mp_policy=policy)
-    recorded = DefaultAllGather is not None
+    gather, scatter = collectives or (DefaultAllGather, DefaultReduceScatter)
+    recorded = gather is not None
     for module in model.modules():
         if isinstance(module, FSDPModule):
             if recorded:
-                module.set_custom_all_gather(
-                    _recorded(DefaultAllGather, comm, "all_gather", "output", dim)
-                )
+                module.set_custom_all_gather(_recorded(gather, comm, "all_gather", "output", dim))
                 module.set_custom_reduce_scatter(
-                    _recorded(DefaultReduceScatter, comm, "reduce_scatter", "input", dim)
+                    _recorded(scatter, comm, "reduce_scatter", "input", dim)
                 )
             # plain SUM collectives (gloo has no PREMUL_SUM/AVG) and no division: the
             # loss scale already divides by the minibatch's global token count
@@ -109,6 +119,14 @@ def shard_model(
 
 class FSDP(DataParallel):
     name = "fsdp"
+    #: what carries the collectives (`FSDPSettings.transport`): gloo, or ODC's shared memory
+    transport: str = "gloo"
+    _shm: SharedMemoryGroup | None = None
+
+    def configure(self, config: Config) -> None:
+        own = config[FSDPSettings]
+        if own is not None:
+            self.transport = own.transport
 
     def parallelize(self, model: ModelSource) -> torch.nn.Module:
         module = model.build(self.ctx.device)
@@ -118,10 +136,44 @@ class FSDP(DataParallel):
                 self.ctx.device.type, (self.ctx.world_size,), mesh_dim_names=(DIM,)
             )
         shard_mesh = mesh[DIM] if mesh.ndim > 1 else mesh
+        blocks = model.blocks(module)
+        collectives = None
+        if self.transport == "shared-memory" and self.ctx.distributed:
+            collectives = self._shared_memory(module, blocks)
         shard_model(
-            module, model.blocks(module), shard_mesh, self.comm, DIM, param_dtype=self.param_dtype
+            module,
+            blocks,
+            shard_mesh,
+            self.comm,
+            DIM,
+            param_dtype=self.param_dtype,
+            collectives=collectives,
         )
         return module
+
+    def _shared_memory(
+        self, module: torch.nn.Module, blocks: list[torch.nn.Module]
+    ) -> tuple[type, type]:
+        """FSDP2's collectives over ODC's shared memory, sized for the largest sharded group."""
+        from greenbench.strategies.odc.collectives import (
+            fsdp_collectives,
+            open_group,
+            padded_group_bytes,
+        )
+
+        world = self.layout.dp_shard
+        if world != self.ctx.world_size:
+            raise RuntimeError("fsdp.transport=shared-memory shards over every rank of the run")
+        in_blocks = {id(p) for b in blocks for p in b.parameters()}
+        root = [p for p in module.parameters() if id(p) not in in_blocks]
+        groups = [list(b.parameters()) for b in blocks] + [root]
+        self._shm = open_group(self.ctx.rank, world, padded_group_bytes(groups, world))
+        return fsdp_collectives(self._shm)
+
+    def close(self) -> None:
+        if self._shm is not None:
+            self._shm.close()
+            self._shm = None
 
     @property
     def param_dtype(self) -> torch.dtype | None:

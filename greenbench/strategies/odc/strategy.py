@@ -17,6 +17,12 @@ arXiv 2601.19362), built as the paper describes it rather than approximated with
 So ranks may run different numbers of microbatches, and the minibatch is balanced over each
 rank's whole cost (``data.balance = balanced-cost``, this strategy's default).
 
+Lockstep (``odc.meet = microbatch``, with ``data.balance = same-count``): the same gets and
+pushes, but the ranks also meet before every microbatch, as FSDP's collectives make them. Set
+beside FSDP2 on ODC's transport (`greenbench.strategies.odc.collectives`) it isolates the
+engine (on-demand gets and pushes against per-layer collectives); set beside ODC it isolates
+what decoupling the ranks and balancing their whole cost gives.
+
 Communication records: a get is recorded for the time the compute thread was blocked on it (a
 prefetched get that finished in time costs nothing), a push for the time spent handing slices
 over, the two barriers as waiting. Point-to-point calls differ in number between ranks, so they
@@ -30,6 +36,7 @@ gradient pushes.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -42,11 +49,13 @@ from torch.utils._pytree import tree_flatten
 from greenbench.distributed.comm import CommRecorder
 from greenbench.distributed.device import DistContext
 from greenbench.strategies.base import DataParallel
+from greenbench.strategies.odc.settings import ODCSettings
 from greenbench.strategies.odc.transport import SharedMemoryTransport, Transport
 from greenbench.strategies.odc.units import Unit, cut_units
 from greenbench.strategies.schedule import StepSchedule, barrier
 
 if TYPE_CHECKING:
+    from greenbench.config import Config
     from greenbench.sources.contract import Loss, ModelSource
 
 DIM = "dp_shard"
@@ -54,6 +63,8 @@ DIM = "dp_shard"
 
 class ODC(DataParallel):
     name = "odc"
+    #: where ranks meet (`ODCSettings.meet`): once per minibatch, or every microbatch as well
+    meet: str = "minibatch"
 
     transport: Transport
     units: list[Unit]
@@ -91,6 +102,11 @@ class ODC(DataParallel):
         if self.ctx.distributed:
             dist.barrier()  # every rank maps every other's memory before anyone reads it
         return module
+
+    def configure(self, config: Config) -> None:
+        own = config[ODCSettings]
+        if own is not None:
+            self.meet = own.meet
 
     def schedule(self, loss: Loss) -> StepSchedule:
         return ODCSchedule(self.ctx, self.comm, loss, self)
@@ -227,14 +243,26 @@ class ODC(DataParallel):
 class ODCSchedule(StepSchedule):
     """Ranks meet once before and once after each minibatch (`ODC.start_minibatch`,
     `ODC.finish_minibatch`), never per microbatch. Gradients are summed at their owners, never
-    averaged, so the shared loss scale, 1 / global tokens, is exact."""
+    averaged, so the shared loss scale, 1 / global tokens, is exact. In lockstep
+    (``odc.meet = microbatch``) ranks also meet before every microbatch after the first (the
+    minibatch's own barrier precedes the first)."""
 
     def __init__(self, ctx: DistContext, comm: CommRecorder, loss: Loss, odc: ODC) -> None:
         super().__init__(ctx, comm, loss)
         self.odc = odc
+        self._started = 0  # microbatches begun in this minibatch
 
     def start_minibatch(self) -> None:
+        self._started = 0
         self.odc.start_minibatch()
 
     def finish_minibatch(self) -> None:
         self.odc.finish_minibatch()
+
+    @contextlib.contextmanager
+    def microbatch(self, model: torch.nn.Module, last: bool) -> Iterator[None]:
+        """Lockstep: meet before every microbatch but the first (timed as waiting)."""
+        if self.odc.meet == "microbatch" and self._started:
+            barrier(self.ctx, self.comm)
+        self._started += 1
+        yield
