@@ -105,6 +105,7 @@ def make_step_batches(
     cost_model: str,
     scale: float,
     seed: int,
+    cost_fit: tuple[float, float] | None = None,
 ) -> list[StepBatch]:
     """One StepBatch per rank (index = rank) for optimizer step ``step``.
 
@@ -121,8 +122,10 @@ def make_step_batches(
         cost_model: a COST_MODELS name, evaluated on the full-size length each document
             stands for (tokens / scale for post-training distributions), so that the plan is
             the one the ODC packer would make for the data being imitated.
+            ``measured`` (with ``cost_fit``'s ``(a, b)``) is evaluated on the trained tokens.
         scale: length scale for absolute (post-training) distributions, e.g. 1/32.
         seed: run seed.
+        cost_fit: ``(a, b)`` of ``cost_model = measured`` (`greenbench.data.cost_fit`).
 
     The documents (lengths and tokens) depend only on (seed, step, lengths, seq_len,
     global_batch, scale, source): the same set for every world_size and mode, split
@@ -135,12 +138,13 @@ def make_step_batches(
         raise SpecError("global_batch, micro_batch and world_size must be >= 1")
     if mode not in ASSIGN_MODES:
         raise SpecError(f"unknown balance mode {mode!r}; choose one of {', '.join(ASSIGN_MODES)}")
-    model = get_cost_model(cost_model)
+    model = get_cost_model(cost_model, cost_fit)
     len_seq, tok_seq = np.random.SeedSequence([seed, step]).spawn(2)
     sample = draw_lengths(
         lengths, global_batch, np.random.default_rng(len_seq), seq_len=seq_len, scale=scale
     )
-    costs = np.asarray(model(sample.represented_tokens), dtype=np.float64)
+    priced = sample.lengths if model.trained else sample.represented_tokens
+    costs = np.asarray(model(priced), dtype=np.float64)
     plans = assign_to_ranks(
         sample.lengths,
         world_size,

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from greenbench.data.batches import StepBatch, make_step_batches
 from greenbench.data.markov import MarkovSource
+from greenbench.data.packing import MEASURED
 from greenbench.data.settings import DataSettings
 
 
@@ -27,6 +28,8 @@ class DataPlan:
     cost_model: str
     scale: float
     seed: int
+    #: ``(a, b)`` of ``cost_model = measured`` (`greenbench.data.cost_fit`), else None
+    cost_fit: tuple[float, float] | None = None
 
     @classmethod
     def from_section(cls, data: DataSettings, *, seed: int, vocab_size: int) -> DataPlan:
@@ -42,6 +45,7 @@ class DataPlan:
             cost_model=data.cost_model,
             scale=data.scale,
             seed=seed,
+            cost_fit=(data.cost_a, data.cost_b) if data.cost_model == MEASURED else None,
         )
 
     def split(self, step: int, parts: int) -> list[StepBatch]:
@@ -58,6 +62,7 @@ class DataPlan:
             cost_model=self.cost_model,
             scale=self.scale,
             seed=self.seed,
+            cost_fit=self.cost_fit,
         )
 
     def part(self, step: int, index: int, parts: int) -> StepBatch:

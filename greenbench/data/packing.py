@@ -27,7 +27,9 @@ microbatches of different ranks are of similar size.
 Cost models (``COST_MODELS``) give a document's cost from its length, with s = tokens / 32,000:
 cost = a·s² + b·s, the fits in the ODC repository (1.5B: a = 1.982122, b = 2.611821; 7B:
 a = 4.348357, b = 8.768377; its default is linear, cost = tokens). Units are the fits'
-own (relative compute time); only ratios matter. See docs/data.md.
+own (relative compute time); only ratios matter. See docs/data.md. ``measured`` is the same
+form fitted on this machine for the run's model (`greenbench.data.cost_fit`), in seconds of the
+tokens actually trained.
 """
 
 from __future__ import annotations
@@ -53,12 +55,16 @@ def sequence_cost(length_tokens: float | np.ndarray, a: float, b: float) -> floa
 
 @dataclass(frozen=True, slots=True)
 class CostModel:
-    """cost(tokens) = a·s² + b·s, s = tokens / 32,000 (``linear`` has b = 32,000: cost = tokens)."""
+    """cost(tokens) = a·s² + b·s, s = tokens / 32,000 (``linear`` has b = 32,000: cost = tokens).
+
+    ``trained``: evaluated on the tokens a document is trained with (a fit of this machine),
+    not on the full-size length it stands for (the registered fits)."""
 
     name: str
     a: float
     b: float
     description: str
+    trained: bool = False
 
     def __call__(self, length_tokens: float | np.ndarray) -> float | np.ndarray:
         return sequence_cost(length_tokens, self.a, self.b)
@@ -73,17 +79,27 @@ COST_MODELS: dict[str, CostModel] = {
     )
 }
 
+#: the cost model fitted on this machine (`greenbench.data.cost_fit`), coefficients given
+MEASURED = "measured"
+
 ASSIGN_MODES = ("same-count", "sampler", "balanced-cost")
 
 
-def get_cost_model(name: str) -> CostModel:
-    """The registered cost model ``name``, or SpecError listing the valid names."""
+def get_cost_model(name: str, fit: tuple[float, float] | None = None) -> CostModel:
+    """The registered cost model ``name``, or ``measured`` with ``fit``'s ``(a, b)``; SpecError
+    listing the valid names, or for ``measured`` without a fit."""
+    if name == MEASURED:
+        if fit is None or fit[0] < 0 or fit[1] < 0 or fit[0] + fit[1] <= 0:
+            raise SpecError(
+                "data.cost_model=measured needs this machine's fit (data.cost_a, data.cost_b; "
+                "the launcher measures it)"
+            )
+        return CostModel(MEASURED, fit[0], fit[1], "fitted on this machine", trained=True)
     try:
         return COST_MODELS[name]
     except KeyError:
-        raise SpecError(
-            f"unknown cost model {name!r}; choose one of {', '.join(sorted(COST_MODELS))}"
-        ) from None
+        names = ", ".join(sorted([*COST_MODELS, MEASURED]))
+        raise SpecError(f"unknown cost model {name!r}; choose one of {names}") from None
 
 
 def pack_sequences(lengths: Sequence[int] | np.ndarray, capacity: int) -> list[list[int]]:

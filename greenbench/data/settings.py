@@ -3,7 +3,7 @@ shares of it are balanced."""
 
 from __future__ import annotations
 
-from greenbench.config import ALWAYS, POSITIVE, section, setting
+from greenbench.config import ALWAYS, NEVER, NON_NEGATIVE, POSITIVE, section, setting
 
 
 def _lengths() -> list[str]:
@@ -13,9 +13,9 @@ def _lengths() -> list[str]:
 
 
 def _cost_models() -> list[str]:
-    from greenbench.data.packing import COST_MODELS
+    from greenbench.data.packing import COST_MODELS, MEASURED
 
-    return list(COST_MODELS)
+    return [*COST_MODELS, MEASURED]
 
 
 @section("data", "The synthetic, learnable data each step trains on.", built_in_only=True)
@@ -36,9 +36,20 @@ class DataSettings:
     )
     cost_model: str = setting(
         "linear",
-        "what a microbatch costs, for balancing ranks",
+        "what a microbatch costs, for balancing ranks (measured: a·s² + b·s fitted on this "
+        "machine for the run's model, stored and reused)",
         registry=_cost_models,
         identity=ALWAYS,
+    )
+    cost_a: float = setting(
+        0.0,
+        "a of data.cost_model=measured (seconds; 0 with cost_b 0: the launcher fills in the "
+        "stored fit, measuring it first where none is stored)",
+        bound=NON_NEGATIVE,
+        identity=NEVER,
+    )
+    cost_b: float = setting(
+        0.0, "b of data.cost_model=measured (seconds)", bound=NON_NEGATIVE, identity=NEVER
     )
     balance: str = setting(
         "auto",

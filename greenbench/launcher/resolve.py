@@ -2,7 +2,9 @@
 the device and precision (``auto``), the kernel ``model.scan: auto`` becomes, whether blocks are
 compiled and liger's fused kernels used, and whether ranks run under CPU quotas. Resolved values
 are part of the run's identity, so runs on different devices, kernels, compilation or quota
-settings are never pooled."""
+settings are never pooled. Also the coefficients of ``data.cost_model = measured``: this
+machine's stored fit for the run's model, measured first where none is stored (they count in no
+identity: the machine's fingerprint is stored with every run)."""
 
 from __future__ import annotations
 
@@ -12,7 +14,13 @@ from typing import Any
 
 from greenbench.config import setting_of
 from greenbench.errors import DeviceUnavailable, KernelUnavailable, SpecError
-from greenbench.settings import EmulateSettings, ModelSettings, RunSettings, TrainSettings
+from greenbench.settings import (
+    DataSettings,
+    EmulateSettings,
+    ModelSettings,
+    RunSettings,
+    TrainSettings,
+)
 from greenbench.settings.runspec import RunSpec
 from greenbench.vocabulary import is_user_workload
 
@@ -23,6 +31,8 @@ SCAN = setting_of(ModelSettings, "scan").key
 COMPILE = setting_of(TrainSettings, "compile").key
 LIGER = setting_of(ModelSettings, "liger").key
 QUOTA = setting_of(EmulateSettings, "rank_cpu_quota").key
+COST_A = setting_of(DataSettings, "cost_a").key
+COST_B = setting_of(DataSettings, "cost_b").key
 
 
 def _with(spec: RunSpec, values: dict[str, Any]) -> RunSpec:
@@ -145,4 +155,30 @@ def resolve_spec(spec: RunSpec, cores: int | None = None) -> RunSpec:
 
         return resolve_quota(user_run.resolve_compile(resolve_device(spec)), cores)
     spec = resolve_liger(resolve_compile(resolve_kernel(resolve_device(spec))))
-    return resolve_quota(spec, cores)
+    return resolve_cost(resolve_quota(spec, cores))
+
+
+def resolve_cost(spec: RunSpec) -> RunSpec:
+    """``data.cost_model = measured`` without coefficients: this machine's fit for the run's
+    model, precision and threads per rank (`greenbench.sources.cost_timing.calibrated_fit`),
+    measured and stored first where none is (a few seconds of the model on the CPU)."""
+    from greenbench.data.packing import MEASURED
+
+    c = spec.config
+    data = c.data
+    if data is None or data.cost_model != MEASURED or data.cost_a or data.cost_b:
+        return spec
+    if c.run.device != "cpu":
+        raise SpecError("data.cost_model=measured is fitted on CPU runs only for now")
+    from greenbench.launcher.execute import threads_per_rank
+    from greenbench.sources.cost_timing import calibrated_fit
+
+    fit = calibrated_fit(
+        c.model.family,
+        c.model.size,
+        data.seq_len,
+        precision=c.run.precision,
+        threads=threads_per_rank(c.run.nproc),
+        kernel=c.model.scan,
+    )
+    return _with(spec, {COST_A: fit.a, COST_B: fit.b})

@@ -5,10 +5,16 @@ newest ok run of each configuration, medians over its repeats). ``speedup`` is O
 FSDP's; ``energy_ratio`` is ODC's J/token over FSDP's (below 1: ODC spends less per token). Energy
 figures carry their label: a pair whose two sides were not metered the same way shows no ratio.
 Used by ``greenbench report`` and ``benchmarks/odc.py``.
+
+The pairs are stock FSDP2 against ODC. The two variants between them (FSDP2 on ODC's shared
+memory, ``fsdp.transport``; ODC in lockstep, ``odc.meet``) are told apart by `variant_of` and left
+out of the pairs; `read_variants` gives every variant's medians, from which the benchmark
+decomposes ODC ÷ FSDP into transport, engine and balancing.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pandas as pd
@@ -17,22 +23,79 @@ from matplotlib.figure import Figure
 
 from greenbench.reporting.repeats import newest_runs, read_repeats
 from greenbench.reporting.section import ReportContext
+from greenbench.settings import SCHEMA
+from greenbench.strategies.fsdp_settings import FSDPSettings
+from greenbench.strategies.odc.settings import ODCSettings
 
 WORKLOAD = "fsdp-vs-odc"
 PAIR = ["model_family", "model_size", "seq_len", "lengths", "nproc", "rank_cpu_quota"]
 MEDIANS = ["tokens_per_s", "wait_fraction", "joules_per_token", "wait_energy_j"]
 COLUMNS = [
     "run_id", "config_key", "workload", "strategy", "started_at", "energy_source",
-    "energy_measured", "peak_mem_bytes", *PAIR, *MEDIANS,
+    "energy_measured", "peak_mem_bytes", "config", *PAIR, *MEDIANS,
 ]  # fmt: skip
+#: the decomposition's four variants, in order: (a) stock FSDP2, (b) FSDP2's engine on ODC's
+#: transport, (c) ODC's engine in lockstep on the same-count split, (d) ODC
+VARIANTS = {
+    "fsdp": "FSDP2 (gloo)",
+    "fsdp-shm": "FSDP2 on ODC's shared memory",
+    "odc-lockstep": "ODC, lockstep",
+    "odc": "ODC",
+}
 LENGTH_ORDER = {"fixed": 0, "uniform": 1, "swe-smith": 2, "longalign": 3}
 
 
-def read_pairs(db_path: str | Path) -> pd.DataFrame:
-    """The workload's FSDP/ODC pairs in ``db_path`` (empty when it holds none). A database
-    from before CPU quotas were recorded reads as quota unknown."""
+def variant_of(strategy: str, config: object) -> str:
+    """A run's variant (a `VARIANTS` name) from its strategy and stored configuration (the
+    RunSpec's JSON; a configuration stored before the variants existed is stock)."""
+    try:
+        settings = (json.loads(config) if isinstance(config, str) else config)["settings"]
+        typed = SCHEMA.config(settings)
+    except (TypeError, ValueError, KeyError):
+        return strategy
+    if strategy == "fsdp":
+        own = typed[FSDPSettings]
+        return "fsdp-shm" if own is not None and own.transport != "gloo" else "fsdp"
+    if strategy == "odc":
+        meet = typed[ODCSettings]
+        return "odc-lockstep" if meet is not None and meet.meet == "microbatch" else "odc"
+    return strategy
+
+
+def _workload_rows(db_path: str | Path) -> pd.DataFrame:
     rows = read_repeats(db_path, COLUMNS)
-    return odc_pairs(rows[rows["workload"] == WORKLOAD])
+    rows = rows[rows["workload"] == WORKLOAD].copy()
+    rows["variant"] = [
+        variant_of(s, c) for s, c in zip(rows["strategy"], rows["config"], strict=True)
+    ]
+    return rows
+
+
+def read_pairs(db_path: str | Path) -> pd.DataFrame:
+    """The workload's FSDP/ODC pairs in ``db_path`` (empty when it holds none): stock FSDP2
+    against ODC, the variants between them left out. A database from before CPU quotas were
+    recorded reads as quota unknown."""
+    rows = _workload_rows(db_path)
+    return odc_pairs(rows[rows["variant"].isin(["fsdp", "odc"])])
+
+
+def read_variants(db_path: str | Path) -> pd.DataFrame:
+    """Per setup and variant (`VARIANTS`), the medians over the newest run's repeats: one row
+    per (`PAIR`…, ``variant``), with ``repeats`` and the energy label."""
+    rows = _workload_rows(db_path)
+    if rows.empty:
+        return pd.DataFrame()
+    rows = newest_runs(rows)
+    return (
+        rows.groupby([*PAIR, "variant"], dropna=False)
+        .agg(
+            **{m: (m, "median") for m in MEDIANS},
+            energy=("energy", lambda e: " / ".join(sorted(set(e)))),
+            repeats=("run_id", "size"),
+            run_id=("run_id", "last"),
+        )
+        .reset_index()
+    )
 
 
 def odc_pairs(rows: pd.DataFrame) -> pd.DataFrame:
