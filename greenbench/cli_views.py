@@ -70,7 +70,8 @@ def registered_workloads() -> list[tuple[str, str, str, str]]:
 
 def doctor(redfish_url: str = "") -> None:
     """`greenbench doctor`: devices, energy sources and why each is or is not usable, what the
-    node offers beyond them, and the GPUs' power limits. Reads only; changes nothing."""
+    node offers beyond them, the GPUs' power limits, and the balancing cost models fitted on
+    this machine. Reads only; changes nothing."""
     from greenbench.energy.select import (
         cuda_device_names,
         describe_cuda,
@@ -89,6 +90,33 @@ def doctor(redfish_url: str = "") -> None:
     for line in explain_choices(probes, names).values():
         console.print(cell(line))
     node_and_limits(redfish_url)
+    cost_fits()
+
+
+def cost_fits() -> None:
+    """The stored fits of ``data.cost_model = measured`` (`greenbench.data.cost_fit`)."""
+    from greenbench.data.cost_fit import CACHE_NAME, stored_fits
+
+    fits = stored_fits()
+    if not fits:
+        console.print(
+            f"[bold]balancing cost fits[/bold]: none stored ({CACHE_NAME}; a run with "
+            "data.cost_model=measured measures one)"
+        )
+        return
+    table = Table(
+        "model", "precision", "threads", "cpu", "a (s)", "b (s)", "quadratic share",
+        "worst error", "lengths", "taken", title="balancing cost fits: a·s² + b·s, s = tokens/32k",
+    )  # fmt: skip
+    for f in fits:
+        k = f.key
+        table.add_row(
+            cell(f"{k.family}/{k.size}"), k.precision, str(k.threads),
+            cell(f"{k.cpu_model} ×{k.logical_cores}, torch {k.torch}"), f"{f.a:.4g}",
+            f"{f.b:.4g}", f"{f.quadratic_share:.2f}", f"{f.worst_error:.2f}",
+            f"{min(f.tokens, default=0)}–{max(f.tokens, default=0)}", f.taken,
+        )  # fmt: skip
+    console.print(table)
 
 
 def node_and_limits(redfish_url: str = "") -> None:

@@ -86,7 +86,7 @@ def read_variants(db_path: str | Path) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame()
     rows = newest_runs(rows)
-    return (
+    out = (
         rows.groupby([*PAIR, "variant"], dropna=False)
         .agg(
             **{m: (m, "median") for m in MEDIANS},
@@ -96,6 +96,10 @@ def read_variants(db_path: str | Path) -> pd.DataFrame:
         )
         .reset_index()
     )
+    order = list(VARIANTS)
+    out["_l"] = out["lengths"].map(LENGTH_ORDER).fillna(len(LENGTH_ORDER))
+    out["_v"] = out["variant"].map(lambda v: order.index(v) if v in order else len(order))
+    return out.sort_values(["nproc", "rank_cpu_quota", "_l", "_v"]).drop(columns=["_l", "_v"])
 
 
 def odc_pairs(rows: pd.DataFrame) -> pd.DataFrame:

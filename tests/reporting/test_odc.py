@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
-from greenbench.reporting.odc import odc_pairs, read_pairs
+from greenbench.reporting.odc import odc_pairs, read_pairs, read_variants, variant_of
 from greenbench.reporting.report import write_report
 
 _spec = importlib.util.spec_from_file_location(
@@ -30,6 +31,40 @@ def pair_db(tmp_path: Path, odc_source: str = "estimate") -> Path:
         fixtures._run("s1", "transformer-vs-mamba", "single", jpt=1.0, tps=500),
     ]  # fmt: skip
     return fixtures.make_db(tmp_path / "odc.duckdb", runs)
+
+
+def _config(**settings: object) -> str:
+    return json.dumps({"workload": "fsdp-vs-odc", "settings": settings})
+
+
+def variants_db(tmp_path: Path) -> Path:
+    shm = fixtures._run("b", "fsdp-vs-odc", "fsdp-shm×2", strategy="fsdp", nproc=2, tps=1200)
+    shm["config"] = _config(strategy="fsdp", **{"fsdp.transport": "shared-memory"})
+    lock = fixtures._run("c", "fsdp-vs-odc", "odc-lock×2", strategy="odc", nproc=2, tps=1300)
+    lock["config"] = _config(strategy="odc", **{"odc.meet": "microbatch"})
+    runs = [
+        fixtures._run("a", "fsdp-vs-odc", "fsdp×2", strategy="fsdp", nproc=2, tps=1000),
+        shm,
+        lock,
+        fixtures._run("d", "fsdp-vs-odc", "odc×2", strategy="odc", nproc=2, tps=1400),
+    ]
+    return fixtures.make_db(tmp_path / "variants.duckdb", runs)
+
+
+def test_the_variants_between_fsdp_and_odc_stay_out_of_the_pairs(tmp_path: Path):
+    db = variants_db(tmp_path)
+    pairs = read_pairs(db)
+    assert len(pairs) == 1
+    assert pairs.iloc[0].speedup == pytest.approx(1400 / 1000)  # stock FSDP2 against ODC
+    variants = read_variants(db)
+    assert list(variants.variant) == ["fsdp", "fsdp-shm", "odc-lockstep", "odc"]
+    assert list(variants.tokens_per_s) == pytest.approx([1000, 1200, 1300, 1400], rel=0.05)
+
+
+def test_a_configuration_stored_before_the_variants_reads_as_stock():
+    assert variant_of("fsdp", "{}") == "fsdp"
+    assert variant_of("odc", _config(strategy="odc")) == "odc"
+    assert variant_of("fsdp", _config(**{"fsdp.transport": "gloo"})) == "fsdp"
 
 
 def test_pairs_take_the_newest_run_of_each_side_and_divide_odc_by_fsdp(tmp_path: Path):
