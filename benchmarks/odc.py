@@ -40,6 +40,7 @@ decoupled balancing at least 0.9 of its bound and at least 1.10.
 from __future__ import annotations
 
 import argparse
+import json
 import shutil
 import tempfile
 import time
@@ -165,7 +166,14 @@ def main() -> None:
         f"error {fit.worst_error:.2f} over {len(fit.tokens)} lengths"
     )
     planned = range(warmup, warmup + args.steps)
-    scale = choose_scale(fit, planned, args.scale)
+    if args.from_db is not None:  # the scale and coefficients the stored runs used
+        stored = json.loads(read_frame(args.from_db, "SELECT config FROM runs LIMIT 1").config[0])
+        scale = stored["settings"]["data.scale"]
+        a, b = stored["settings"]["data.cost_a"], stored["settings"]["data.cost_b"]
+        fit = CostFit(fit.key, a, b, fit.tokens, fit.seconds, fit.taken)
+        print(f"from {args.from_db}: scale 1/{1 / scale:.0f}, a = {a:.4g}, b = {b:.4g}")
+    else:
+        scale = choose_scale(fit, planned, args.scale)
     common = {
         "data.scale": scale,
         "data.cost_model": "measured",
@@ -286,14 +294,26 @@ def goals(rows: dict) -> None:
 
 
 def _why(factor: str, g: pd.DataFrame) -> str:
-    """The measured shares behind a factor: the two variants it divides."""
-    pair = {"engine": ("fsdp-shm", "odc-lockstep"), "balancing": ("odc-lockstep", "odc")}[factor]
+    """The measured shares behind a factor (the two variants it divides), and how much of the
+    factor they account for: with equal compute, tokens/s divide as (1 − the dividend's
+    transfer+wait share) ÷ (1 − the divisor's); the rest is compute time (each engine's work
+    outside the communication records) or the machine's noise."""
+    low, high = {"engine": ("fsdp-shm", "odc-lockstep"), "balancing": ("odc-lockstep", "odc")}[
+        factor
+    ]
     by = g.set_index("variant")
+    spent = {v: by.comm_share[v] + by.wait_share[v] for v in (low, high)}
+    explained = (1 - spent[high]) / (1 - spent[low])
+    rest = (by.tokens_per_s[high] / by.tokens_per_s[low]) / explained
     parts = [
         f"{LABELS[v]}: transfer {by.comm_share[v]:.3f}, wait {by.wait_share[v]:.3f}"
-        for v in pair
+        for v in (low, high)
     ]
-    return "; ".join(parts)
+    return (
+        "; ".join(parts)
+        + f"; communication and waiting account for {explained:.3f}, compute time or noise "
+        f"for {rest:.3f}"
+    )
 
 
 if __name__ == "__main__":
