@@ -26,12 +26,19 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
+from greenbench.config import setting_of
 from greenbench.errors import SpecError
 from greenbench.planner.command import plan_command, whole
 from greenbench.planner.cost import Prediction
 from greenbench.planner.host import HOST
 from greenbench.planner.scoring import regret
 from greenbench.planner.search import Plan
+from greenbench.settings import (
+    DataSettings,
+    LayoutSettings,
+    ModelSettings,
+    RunSettings,
+)
 
 WORKLOAD = "hybrid"  #: the workload whose configurations run a layout (every strategy, auto)
 
@@ -39,12 +46,14 @@ WORKLOAD = "hybrid"  #: the workload whose configurations run a layout (every st
 def layout_settings(plan: Plan, prediction: Prediction, device: str) -> dict[str, Any]:
     """The settings that run ``prediction``'s layout of ``plan`` on ``device``."""
     s, b = plan.shape, plan.batch
-    return {
-        "model.family": s.family, "model.size": s.size, "layout": prediction.layout.text,
-        "device": device, "precision": b.precision, "data.seq_len": b.seq_len,
-        "data.global_batch": b.global_batch, "data.micro_batch": b.micro_batch,
-        "data.lengths": "fixed",
+    values = {
+        (ModelSettings, "family"): s.family, (ModelSettings, "size"): s.size,
+        (LayoutSettings, "text"): prediction.layout.text, (RunSettings, "device"): device,
+        (RunSettings, "precision"): b.precision, (DataSettings, "seq_len"): b.seq_len,
+        (DataSettings, "global_batch"): b.global_batch,
+        (DataSettings, "micro_batch"): b.micro_batch, (DataSettings, "lengths"): "fixed",
     }  # fmt: skip
+    return {setting_of(section, name).key: v for (section, name), v in values.items()}
 
 
 def runnable(plan: Plan, k: int, device: str, sets: dict[str, Any]) -> tuple[list, list]:
