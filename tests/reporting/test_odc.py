@@ -104,3 +104,15 @@ def test_the_report_has_the_odc_table_and_plot(tmp_path: Path):
     assert "## FSDP vs ODC" in text
     assert "| 2 ranks | fixed | 1,000 | 1,400 | **1.40** |" in text
     assert (readme.parent / "fsdp-vs-odc.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_the_report_decomposes_odc_over_fsdp_where_the_variants_are_stored(tmp_path: Path):
+    text = write_report(variants_db(tmp_path), tmp_path / "report").read_text()
+    assert "### Where ODC's lead comes from" in text
+    (row,) = [line for line in text.splitlines() if line.startswith("| 2 ranks | fixed | 1,000 |")
+              and "1,200" in line]  # fmt: skip
+    # transport 1200/1000, engine 1300/1200, balancing 1400/1300, product 1400/1000
+    assert row.endswith("| 1.20 | 1.08 | **1.08** | 1.40 |")
+    # without the variants: the pairs' table alone
+    plain = write_report(pair_db(tmp_path), tmp_path / "plain").read_text()
+    assert "## FSDP vs ODC" in plain and "Where ODC's lead comes from" not in plain
