@@ -38,8 +38,8 @@ def test_dry_run_prints_the_sbatch_parameters_and_writes_nothing(tmp_path: Path)
         "#SBATCH --exclusive",
     ):  # fmt: skip
         assert line in out.splitlines(), line
-    assert out.startswith("dry run: 25 configuration(s) as 25 job(s) in 1 SLURM job array(s)")
-    assert "#SBATCH --array=0-24%25" in out  # one array: every job asks the same
+    assert out.startswith("dry run: 27 configuration(s) as 27 job(s) in 1 SLURM job array(s)")
+    assert "#SBATCH --array=0-26%27" in out  # one array: every job asks the same
     assert "transformer/125m seq=8192 fixed single×1" in out  # the suite's GPU sizes
     assert written(tmp_path) == []
 

@@ -266,16 +266,16 @@ def test_posttrain_on_one_device_runs_every_one_device_configuration(tmp_path, m
                  "--set", "energy.idle_s=0", "--db", str(db))  # fmt: skip
     assert result.exit_code == 0, result.output
     runs = read_frame(db, "SELECT nproc, status, error FROM runs")
-    assert len(runs) == 25
+    assert len(runs) == 27
     ran, skipped = runs[runs["nproc"] == 1], runs[runs["nproc"] > 1]
     assert len(ran) == 12 and set(ran["status"]) == {"ok"}
-    assert len(skipped) == 13 and set(skipped["status"]) == {"skipped"}
+    assert len(skipped) == 15 and set(skipped["status"]) == {"skipped"}
     assert all(
         re.fullmatch(r"cannot fit this machine: needs [24] device\(s\) per node, 1 device\(s\) "
                      r"lent \(--devices\) \(--force runs it anyway\)", e)
         for e in skipped["error"]
     )  # fmt: skip
-    assert "12/25 configurations ok, 13 skipped (cannot run on this machine)" in result.output
+    assert "12/27 configurations ok, 15 skipped (cannot run on this machine)" in result.output
 
 
 def test_nothing_that_can_run_is_one_line_exit_2_and_no_database(tmp_path):

@@ -25,7 +25,10 @@ BUILT_IN_KEYS = {
 
 #: sweeps as they were when the digests were taken (a value added to a sweep since adds
 #: configurations, and must leave the keys of the ones before it as they were)
-PINNED_SWEEPS = {"transformer-vs-mamba": {"model.family": ["transformer", "mamba"]}}
+PINNED_SWEEPS = {
+    "transformer-vs-mamba": {"model.family": ["transformer", "mamba"]},
+    "skippipe": {"skippipe.schedule": ["full", "skippipe"]},
+}
 
 
 @pytest.mark.parametrize("workload", sorted(BUILT_IN_KEYS))
