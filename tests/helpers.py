@@ -27,6 +27,20 @@ QUICK = {
 }
 
 
+#: the data plan the strategy tests train on (a DataPlan's fields): small fixed-length rows, equal
+#: microbatch counts per rank, so every strategy sees the same batches as a single process
+TINY_DATA = dict(
+    lengths="fixed",
+    seq_len=32,
+    global_batch=8,
+    micro_batch=2,
+    balance="same-count",
+    cost_model="linear",
+    scale=1.0,
+    seed=3,
+)
+
+
 def free_port() -> int:
     """A TCP port nothing listens on now (for MASTER_PORT)."""
     with socket.socket() as s:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from helpers import free_port, spawn
+from helpers import TINY_DATA, free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource
 from greenbench.distributed.device import DistContext
@@ -24,16 +24,7 @@ STEPS = 3
 # microbatch) shows at full size, while float reordering stays at ~1e-7. Adam would amplify
 # reordering noise in near-zero gradients to ~lr and hide nothing better.
 OPT_LR = 1.0
-SETTINGS = dict(
-    lengths="fixed",
-    seq_len=32,
-    global_batch=8,
-    micro_batch=2,
-    balance="same-count",
-    cost_model="linear",
-    scale=1.0,
-    seed=3,
-)
+SETTINGS = TINY_DATA
 # Float reordering grows with the steps at lr 1. Measured for Mamba-2 under ddp: after one step
 # the parameters agree to 1.2e-7 (float32 rounding), after three they differ by up to 2.3e-5 (the
 # embedding; its training at lr 1 amplifies rounding more than the other families'), still four

@@ -121,9 +121,7 @@ def assert_trained_as(got: dict, reference: dict, family: str) -> None:
 
 
 @pytest.mark.parametrize("family", ["transformer", "mamba"])
-def test_fsdp_on_shared_memory_equals_a_single_process_and_stock_fsdp(
-    tmp_path: Path, family: str
-):
+def test_fsdp_on_shared_memory_equals_a_single_process_and_stock_fsdp(tmp_path: Path, family: str):
     shm = run_ranks(tmp_path, "fsdp-shm", family)
     stock = run_ranks(tmp_path, "fsdp", family)
     assert_trained_as(shm[0]["params"], single(family, 2), family)

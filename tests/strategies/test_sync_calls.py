@@ -27,7 +27,7 @@ from typing import Any
 
 import pytest
 import torch
-from helpers import free_port, spawn
+from helpers import TINY_DATA, free_port, spawn
 from torch.distributed.fsdp import FSDPModule
 
 from greenbench.data import DataPlan, MarkovSource
@@ -40,16 +40,7 @@ from greenbench.vocabulary import Layout
 
 STEPS = 2
 WORLD = 2
-DATA = dict(
-    lengths="fixed",
-    seq_len=32,
-    global_batch=8,
-    micro_batch=2,
-    balance="same-count",
-    cost_model="linear",
-    scale=1.0,
-    seed=3,
-)
+DATA = TINY_DATA
 MICROBATCHES = DATA["global_batch"] // WORLD // DATA["micro_batch"]
 FAMILIES_CHECKED = ("transformer", "mamba")  # with buffers (rotary frequencies) and without
 STRATEGIES_CHECKED = ("ddp", "fsdp", "hybrid")

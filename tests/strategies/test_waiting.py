@@ -16,7 +16,7 @@ import time
 
 import pytest
 import torch
-from helpers import free_port, spawn
+from helpers import TINY_DATA, free_port, spawn
 
 from greenbench.data import DataPlan, MarkovSource
 from greenbench.distributed.device import DistContext
@@ -28,16 +28,7 @@ from greenbench.strategies import STRATEGIES
 
 WORLD = 2
 LATE_S = 0.5
-DATA = dict(
-    lengths="fixed",
-    seq_len=32,
-    global_batch=8,
-    micro_batch=2,
-    balance="same-count",
-    cost_model="linear",
-    scale=1.0,
-    seed=3,
-)
+DATA = TINY_DATA
 #: (strategy, family) -> the records a step holds; the Transformer has buffers (rotary
 #: frequencies), which DDP broadcasts before the synchronised forward, Mamba has none
 OPS = {
