@@ -27,7 +27,7 @@ from greenbench.dashboard_app import (
 )
 from greenbench.dashboard_app.filters import apply_filters, sidebar
 from greenbench.errors import StoreError
-from greenbench.reporting.leaderboard import leaderboard
+from greenbench.reporting.leaderboard import leaderboard, skipping_board
 
 TABS = (
     "Leaderboard", "Pareto", "Run detail", "History", "Comparisons", "Own measurements",
@@ -100,6 +100,7 @@ def main() -> None:
     sidebar_status(db, status)
     filtered = apply_filters(repeats, filters)
     board = leaderboard(filtered, filters.scope)  # training runs only
+    skipping = skipping_board(filtered, filters.scope)  # partial-model runs: their own question
     modelled = apart_views.modelled_board(filtered, filters.scope)  # simulated, emulated
     own = apart_views.own_board(filtered, filters.scope)  # greenbench measure, own loops
     apart = pd.concat([t for t in (modelled, own) if len(t)] or [modelled])
@@ -109,7 +110,7 @@ def main() -> None:
         "Pareto": lambda: board_views.pareto_view(db, board),
         "Run detail": lambda: detail_views.run_detail_tab(db, board, apart),
         "History": lambda: detail_views.history_tab(filtered, board, apart),
-        "Comparisons": lambda: compare_views.comparisons_tab(db, board, modelled),
+        "Comparisons": lambda: compare_views.comparisons_tab(db, board, modelled, skipping),
         "Own measurements": lambda: apart_views.own_measurements_tab(db, own),
         "Power limits": lambda: power_views.power_limits_tab(db),
     }

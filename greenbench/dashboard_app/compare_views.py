@@ -129,11 +129,20 @@ def of_question(rows: pd.DataFrame, comp: Comparison) -> pd.DataFrame:
 
 
 def comparison_view(
-    db: Path, board: pd.DataFrame, comp: Comparison, modelled: pd.DataFrame | None = None
+    db: Path,
+    board: pd.DataFrame,
+    comp: Comparison,
+    modelled: pd.DataFrame | None = None,
+    skipping: pd.DataFrame | None = None,
 ) -> None:
+    """One comparison's charts and table. SkipPipe's also holds the runs that skip stages
+    (``skipping``, off the leaderboard), each with its visited share and useful tokens/s."""
     st.markdown(f"### {comp.title}")
     st.caption(comp.question)
-    rows = marking.with_labels(board[board["workload"] == comp.workload])
+    mine = board[board["workload"] == comp.workload]
+    if comp.workload == "skippipe" and skipping is not None and len(skipping):
+        mine = pd.concat([mine, skipping[skipping["workload"] == comp.workload]])
+    rows = marking.with_labels(mine.reset_index(drop=True))
     sims = marking.with_labels(of_question(modelled, comp)) if modelled is not None else None
     if rows.empty:
         if sims is not None and len(sims):
@@ -178,6 +187,15 @@ def comparison_view(
                 "energy": rows["energy"],
             }
         ).reset_index(drop=True)
+        if comp.workload == "skippipe":
+            visited = (1 - rows["skipped_fraction"].fillna(0)).reset_index(drop=True)
+            table.insert(5, "visited share", visited)
+            table.insert(6, "useful tokens/s", table["tokens/s"] * visited)
+            st.caption(
+                "A run that skips stages trains each token through part of the model: useful "
+                "tokens/s (tokens/s × its visited share) compares it with a full pipeline, "
+                "where tokens/s and J/token cannot; these runs are off the leaderboard."
+            )
         st.caption(marking.interval_note(rows["n_repeats"]))
         st.dataframe(
             marking.style_marked(table, rows["energy_measured"], ("J/token", "energy")),
@@ -188,11 +206,16 @@ def comparison_view(
         apart_views.modelled_section(sims, key=f"sim_{comp.workload}")
 
 
-def comparisons_tab(db: Path, board: pd.DataFrame, modelled: pd.DataFrame | None = None) -> None:
+def comparisons_tab(
+    db: Path,
+    board: pd.DataFrame,
+    modelled: pd.DataFrame | None = None,
+    skipping: pd.DataFrame | None = None,
+) -> None:
     st.subheader("Comparisons")
     st.caption(
         "One view per workload question; filters in the sidebar apply. " + marking.ESTIMATE_NOTE
     )
     for comp in COMPARISONS.values():
-        comparison_view(db, board, comp, modelled)
+        comparison_view(db, board, comp, modelled, skipping)
         st.divider()

@@ -161,3 +161,13 @@ def test_a_partial_model_run_is_on_no_leaderboard_and_no_front(
     assert seeded_kinds.partial not in front
     assert "transformer/tiny seq=256 fixed single×1" in front  # the measured rapl run
     assert "partial-model point(s)" not in texts(at)
+    # ranked within its own question: the SkipPipe comparison shows it with its useful tokens/s
+    at = run_app(kinds_db, monkeypatch, "Comparisons")
+    skippipe = next(
+        f.value for f in at.dataframe
+        if "useful tokens/s" in f.value.columns
+    )  # fmt: skip
+    (row,) = skippipe[skippipe["configuration"] == seeded_kinds.partial].to_dict("records")
+    assert row["visited share"] < 1
+    assert row["useful tokens/s"] == pytest.approx(row["tokens/s"] * row["visited share"])
+    assert "useful tokens/s (tokens/s × its visited share)" in texts(at)
