@@ -903,7 +903,9 @@ def test_runs_written_before_layouts_migrate_and_match_new_runs(tmp_path: Path) 
     new_mamba = new_spec("transformer-vs-mamba", {"model.family": "mamba", "data.seq_len": 256})
     new_ddp.settings["model.scan"] = new_fsdp.settings["model.scan"] = "none"
     new_mamba.settings["model.scan"] = "native"
-    added = ("layout.", "model.scan", "emulate.", "debug.abort_at_exit_rank")
+    # settings that came after version 1 (a version-1 file holds none of them)
+    added = ("layout.", "model.scan", "emulate.", "debug.abort_at_exit_rank", "fsdp.", "odc.")
+    added += ("data.cost_a", "data.cost_b")
 
     db = tmp_path / "old.duckdb"
     con = duckdb.connect(str(db))
