@@ -75,14 +75,20 @@ def read_pairs(db_path: str | Path) -> pd.DataFrame:
     """The workload's FSDP/ODC pairs in ``db_path`` (empty when it holds none): stock FSDP2
     against ODC, the variants between them left out. A database from before CPU quotas were
     recorded reads as quota unknown."""
-    rows = _workload_rows(db_path)
+    return _stock_pairs(_workload_rows(db_path))
+
+
+def _stock_pairs(rows: pd.DataFrame) -> pd.DataFrame:
     return odc_pairs(rows[rows["variant"].isin(["fsdp", "odc"])])
 
 
 def read_variants(db_path: str | Path) -> pd.DataFrame:
     """Per setup and variant (`VARIANTS`), the medians over the newest run's repeats: one row
     per (`PAIR`…, ``variant``), with ``repeats`` and the energy label."""
-    rows = _workload_rows(db_path)
+    return _variants(_workload_rows(db_path))
+
+
+def _variants(rows: pd.DataFrame) -> pd.DataFrame:
     if rows.empty:
         return pd.DataFrame()
     rows = newest_runs(rows)
@@ -195,7 +201,8 @@ def plot(pairs: pd.DataFrame, path: Path) -> None:
 
 def section(db_path: str | Path, out_dir: Path) -> list[str]:
     """The report's FSDP-vs-ODC section (empty when the database holds no pair)."""
-    pairs = read_pairs(db_path)
+    rows = _workload_rows(db_path)  # read once: the pairs and the variants both come from it
+    pairs = _stock_pairs(rows)
     if pairs.empty:
         return []
     plot(pairs, out_dir / "fsdp-vs-odc.png")
@@ -214,7 +221,7 @@ def section(db_path: str | Path, out_dir: Path) -> list[str]:
         "![ODC ÷ FSDP tokens/s and wait fractions per length distribution](fsdp-vs-odc.png)",
         "",
         *markdown(pairs),
-        *decomposition(read_variants(db_path)),
+        *decomposition(_variants(rows)),
     ]
 
 
