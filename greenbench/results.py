@@ -36,6 +36,55 @@ class CommRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class ValPoint:
+    """One evaluation of a run to a target (`TargetOutcome`): after ``step`` optimizer steps,
+    ``tokens`` trained tokens, ``seconds`` and ``joules`` of training (evaluation left out), the
+    validation loss of the whole model on the held-out set (nats per token). ``joules`` is None
+    where the meter could not be read."""
+
+    step: int
+    tokens: int
+    seconds: float
+    joules: float | None
+    val_loss: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class TargetOutcome:
+    """How one rank's run to a target loss went (``train.until = target``): the absolute target
+    it aimed at, whether the validation loss reached it, the steps and tokens trained when it
+    did (or when the budget ended the run), the best validation loss seen, the evaluations'
+    own seconds and joules (kept out of the training figures), why the run stopped, and the
+    validation curve. The run's window (`RankResult.seconds`, ``energy``) is the training to
+    that point, so time and energy to target are the window's when ``reached``."""
+
+    target_loss: float
+    reached: bool
+    steps: int
+    tokens: int
+    best_val_loss: float
+    eval_s: float
+    eval_energy_j: float | None
+    #: "reached" | "max_steps" | "max_tokens" | "max_s" | "max_j"
+    stopped_by: str
+    curve: tuple[ValPoint, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        d = {f.name: getattr(self, f.name) for f in fields(self)}
+        d["curve"] = [p.to_dict() for p in self.curve]
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> TargetOutcome:
+        d = dict(d)
+        d["curve"] = tuple(ValPoint(**p) for p in d.get("curve", ()))
+        return cls(**d)
+
+
+@dataclass(frozen=True, slots=True)
 class RankResult:
     """One rank's measured window for one repeat."""
 
@@ -80,6 +129,8 @@ class RankResult:
     #: ranks issued different collectives, `greenbench.rank.window.unsplit_note`); it reaches
     #: the repeat's note
     comm_note: str = ""
+    #: a run to a target loss (``train.until = target``): how it went; None for a window run
+    target: TargetOutcome | None = None
 
     @property
     def state_bytes(self) -> int | None:
@@ -96,6 +147,7 @@ class RankResult:
         d["energy"] = self.energy.to_dict() if self.energy else None
         d["comm"] = [c.to_dict() for c in self.comm]
         d["extra_energy"] = [w.to_dict() for w in self.extra_energy]
+        d["target"] = self.target.to_dict() if self.target else None
         return d
 
     @classmethod
@@ -105,6 +157,7 @@ class RankResult:
         d["energy"] = EnergyWindow.from_dict(d["energy"]) if d.get("energy") else None
         d["comm"] = tuple(CommRecord(**c) for c in d.get("comm", ()))
         d["extra_energy"] = tuple(EnergyWindow.from_dict(w) for w in d.get("extra_energy", ()))
+        d["target"] = TargetOutcome.from_dict(d["target"]) if d.get("target") else None
         return cls(**d)
 
 

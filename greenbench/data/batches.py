@@ -32,6 +32,9 @@ from greenbench.data.packing import ASSIGN_MODES, assign_to_ranks, get_cost_mode
 from greenbench.errors import SpecError
 
 IGNORE_INDEX = -100
+#: the third word of the held-out set's seed (training steps' seeds have two: run seed, step),
+#: so validation documents come from a stream no training step draws from
+HELD_OUT_STREAM = 0x4E1D0E7
 PAD_TOKEN_ID = 0
 
 
@@ -106,6 +109,7 @@ def make_step_batches(
     scale: float,
     seed: int,
     cost_fit: tuple[float, float] | None = None,
+    held_out: bool = False,
 ) -> list[StepBatch]:
     """One StepBatch per rank (index = rank) for optimizer step ``step``.
 
@@ -126,6 +130,8 @@ def make_step_batches(
         scale: length scale for absolute (post-training) distributions, e.g. 1/32.
         seed: run seed.
         cost_fit: ``(a, b)`` of ``cost_model = measured`` (`greenbench.data.cost_fit`).
+        held_out: draw from the held-out stream (`HELD_OUT_STREAM`): documents from the same
+            chain and length distribution that no training step draws.
 
     The documents (lengths and tokens) depend only on (seed, step, lengths, seq_len,
     global_batch, scale, source): the same set for every world_size and mode, split
@@ -139,7 +145,8 @@ def make_step_batches(
     if mode not in ASSIGN_MODES:
         raise SpecError(f"unknown balance mode {mode!r}; choose one of {', '.join(ASSIGN_MODES)}")
     model = get_cost_model(cost_model, cost_fit)
-    len_seq, tok_seq = np.random.SeedSequence([seed, step]).spawn(2)
+    entropy = [seed, step, HELD_OUT_STREAM] if held_out else [seed, step]
+    len_seq, tok_seq = np.random.SeedSequence(entropy).spawn(2)
     sample = draw_lengths(
         lengths, global_batch, np.random.default_rng(len_seq), seq_len=seq_len, scale=scale
     )

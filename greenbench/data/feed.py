@@ -35,8 +35,9 @@ class DataPlan:
     def from_section(cls, data: DataSettings, *, seed: int, vocab_size: int) -> DataPlan:
         """The plan of a run's ``data`` section (its balance resolved, not ``auto``), drawn
         with the run's ``seed`` over a vocabulary of ``vocab_size`` tokens."""
+        chain_seed = data.chain_seed if data.chain_seed >= 0 else seed
         return cls(
-            source=MarkovSource(vocab_size=vocab_size, seed=seed),
+            source=MarkovSource(vocab_size=vocab_size, seed=chain_seed),
             lengths=data.lengths,
             seq_len=data.seq_len,
             global_batch=data.global_batch,
@@ -68,3 +69,36 @@ class DataPlan:
     def part(self, step: int, index: int, parts: int) -> StepBatch:
         """Part ``index`` of ``parts`` of step ``step``'s minibatch."""
         return self.split(step, parts)[index]
+
+    def held_out(self, docs: int) -> HeldOut:
+        """The held-out set of ``docs`` documents: a batch source whose every step is the same
+        set, drawn from a stream no training step draws from (`make_step_batches`'s
+        ``held_out``), shared by ranks as a training minibatch is."""
+        return HeldOut(self, docs)
+
+
+@dataclass(frozen=True, slots=True)
+class HeldOut:
+    """A run's validation set (`DataPlan.held_out`), as a batch source: ``part`` gives share
+    ``index`` of ``parts`` of the same ``docs`` documents whatever the step."""
+
+    plan: DataPlan
+    docs: int
+
+    def part(self, step: int, index: int, parts: int) -> StepBatch:
+        p = self.plan
+        return make_step_batches(
+            0,
+            source=p.source,
+            lengths=p.lengths,
+            seq_len=p.seq_len,
+            global_batch=self.docs,
+            micro_batch=p.micro_batch,
+            world_size=parts,
+            mode=p.balance,
+            cost_model=p.cost_model,
+            scale=p.scale,
+            seed=p.seed,
+            cost_fit=p.cost_fit,
+            held_out=True,
+        )[index]

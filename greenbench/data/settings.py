@@ -3,7 +3,15 @@ shares of it are balanced."""
 
 from __future__ import annotations
 
-from greenbench.config import ALWAYS, NEVER, NON_NEGATIVE, POSITIVE, section, setting
+from greenbench.config import (
+    ALWAYS,
+    AWAY_FROM_DEFAULT,
+    NEVER,
+    NON_NEGATIVE,
+    POSITIVE,
+    section,
+    setting,
+)
 
 
 def _lengths() -> list[str]:
@@ -50,6 +58,12 @@ class DataSettings:
     )
     cost_b: float = setting(
         0.0, "b of data.cost_model=measured (seconds)", bound=NON_NEGATIVE, identity=NEVER
+    )
+    chain_seed: int = setting(
+        -1,
+        "seeds the Markov chain the data is drawn from (its transitions, so its loss floor); "
+        "-1: the run's seed. A fixed chain lets runs of different seeds learn the same data",
+        identity=AWAY_FROM_DEFAULT,
     )
     balance: str = setting(
         "auto",

@@ -42,4 +42,5 @@ def rank_workload(spec: RunSpec, device: torch.device) -> TrainingWorkload:
         fused=model.liger == "on",
     )
     plan = DataPlan.from_section(config.data, seed=seed, vocab_size=builder.info.vocab_size)
-    return builtin_workload(builder, plan)
+    held_out = config.eval.docs if config.train.until == "target" else 0
+    return builtin_workload(builder, plan, held_out)

@@ -23,6 +23,7 @@ from greenbench.settings.run import (
     TrainSettings,
 )
 from greenbench.settings.runspec import RunSpec
+from greenbench.settings.target import EvalSettings, TargetSettings
 from greenbench.strategies import STRATEGIES
 from greenbench.strategies.skippipe.settings import SkipPipeSettings
 from greenbench.vocabulary import config_key
@@ -37,6 +38,8 @@ SCHEMA = Schema(
         EnergySettings,
         GpuSettings,
         EmulateSettings,
+        EvalSettings,
+        TargetSettings,
         *(card.settings for card in STRATEGIES.values() if card.settings is not None),
         DebugSettings,
     )
@@ -74,12 +77,14 @@ __all__ = [
     "DebugSettings",
     "EmulateSettings",
     "EnergySettings",
+    "EvalSettings",
     "GpuSettings",
     "LayoutSettings",
     "ModelSettings",
     "RunSettings",
     "RunSpec",
     "SkipPipeSettings",
+    "TargetSettings",
     "TrainSettings",
     "config_of",
     "identity_of",

@@ -124,6 +124,13 @@ class TrainSettings:
         # compiled runs only: every run before the setting was eager, and keeps its identity
         identity=when(lambda s: s.get("train.compile") == "on"),
     )
+    until: str = setting(
+        "window",
+        "window: measured windows of train.steps steps | target: from initialisation until "
+        "the held-out loss reaches the target (target.*, eval.*), each repeat a fresh run",
+        choices=("window", "target"),
+        identity=when(lambda s: s.get("train.until") == "target"),
+    )
     min_window_s: float = setting(
         1.0,
         "a measured window is lengthened (up to train.max_steps) to last at least this long",

@@ -24,10 +24,17 @@ if TYPE_CHECKING:
     from greenbench.models import ModelInfo
 
 
-def builtin_workload(builder: ModelBuilder, plan: DataPlan) -> TrainingWorkload:
-    """A model family's preset trained on the run's synthetic data."""
+def builtin_workload(
+    builder: ModelBuilder, plan: DataPlan, held_out_docs: int = 0
+) -> TrainingWorkload:
+    """A model family's preset trained on the run's synthetic data; with ``held_out_docs``
+    documents held out for evaluation (`DataPlan.held_out`)."""
     return TrainingWorkload(
-        model=builder, batches=plan, loss=next_token_loss, flops=ModelFlops(builder.info)
+        model=builder,
+        batches=plan,
+        loss=next_token_loss,
+        flops=ModelFlops(builder.info),
+        held_out=plan.held_out(held_out_docs) if held_out_docs else None,
     )
 
 

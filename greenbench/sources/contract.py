@@ -8,6 +8,8 @@ source, a batch source, a loss, and the FLOPs of a step (`TrainingWorkload`).
   the minibatch's tokens over all parts (``global_tokens``);
 - the **loss** is the sum of one microbatch's token losses (the strategies' step divides it by
   the minibatch's tokens, so every strategy trains on the same quantity a single process does);
+- the **held-out set** (optional): a batch source of documents training never sees, on which a
+  run to a target loss is evaluated;
 - the **FLOPs** of a step are known beforehand or counted over the first warm-up step, under
   PaLM's convention and, where known, the causal one (`greenbench.vocabulary.flops`).
 
@@ -75,3 +77,6 @@ class TrainingWorkload:
     batches: BatchSource
     loss: Loss
     flops: StepFlops
+    #: the held-out set a run to a target evaluates (every step of it the same documents,
+    #: drawn from a stream training never draws from); None where the workload has none
+    held_out: BatchSource | None = None

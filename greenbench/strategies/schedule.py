@@ -117,6 +117,33 @@ class StepSchedule:
         self.finish_minibatch()
         return loss_sum
 
+    def evaluate(self, model: torch.nn.Module, batch: StepBatch) -> tuple[float, int]:
+        """The whole model's summed next-token loss over the whole held-out set, and that set's
+        real tokens, the same on every rank; ``batch`` is this rank's part of the set as the
+        strategy's assignment gives it. No gradients, no optimizer step; what it communicates
+        is recorded like any call (the worker drops it before the next training window).
+
+        The models have no dropout, so evaluation runs in training mode (``model.eval()``
+        would switch Hugging Face's Mamba to its caching inference path). This template runs
+        every microbatch's forward and adds the ranks' sums (`reduce_eval`); strategies whose
+        ranks hold parts of the model or of the sequence override it."""
+        with torch.no_grad():
+            loss_sum = torch.zeros((), device=self.ctx.device, dtype=torch.float64)
+            for mb in batch.microbatches:
+                loss_sum += self.microbatch_loss(model, mb).double()
+            loss_sum = self.reduce_eval(loss_sum)
+        return float(loss_sum), batch.global_tokens
+
+    def reduce_eval(self, loss_sum: torch.Tensor) -> torch.Tensor:
+        """Add this rank's part of the held-out loss to the other ranks' (the world is data
+        parallel here: every rank evaluated its own share of the set)."""
+        if not self.ctx.distributed:
+            return loss_sum
+        import torch.distributed as dist
+
+        dist.all_reduce(loss_sum)
+        return loss_sum
+
     def microbatch_loss(self, model: torch.nn.Module, mb: Any) -> torch.Tensor:
         """The workload's summed loss of one microbatch."""
         return self.loss(model, mb, self.ctx.device, self.autocast)
