@@ -72,6 +72,6 @@ def compute_seconds_per_step(run: dict[str, Any]) -> float | None:
 def process_peak_bytes(run: dict[str, Any]) -> float | None:
     """The peak the run's processes reached, median over repeats of the busiest rank's: the
     peak resident set of a CPU rank (``VmHWM``), the peak allocated device memory of a GPU
-    rank (`greenbench.rank.worker.peak_memory_bytes`)."""
+    rank (`greenbench.rank.training.peak_memory_bytes`)."""
     peaks = [r["peak_mem_bytes"] for r in run.get("results", []) if r.get("peak_mem_bytes")]
     return float(statistics.median(peaks)) if peaks else None

@@ -38,8 +38,15 @@ from greenbench.rank.faults import Faults
 from greenbench.rank.hangs import dump_stacks_on_request
 from greenbench.rank.rank_meters import rank_meters
 from greenbench.rank.state_memory import StateMemory
-from greenbench.rank.window import WindowTally, settle_calls, unsplit_note
-from greenbench.results import CommRecord, RankResult
+from greenbench.rank.training import (
+    flag_short,
+    make_optimizer,
+    peak_memory_bytes,
+    reset_peak_memory,
+    settle_communication,
+)
+from greenbench.rank.window import WindowTally
+from greenbench.results import RankResult
 from greenbench.settings.run import TrainSettings
 from greenbench.settings.runspec import RunSpec
 from greenbench.sources.contract import TrainingWorkload
@@ -61,46 +68,6 @@ def dist_context(device: str, precision: str) -> DistContext:
     return DistContext(rank=rank, local_rank=local_rank, world_size=world, device=dev, dtype=dtype)
 
 
-def reset_peak_memory(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-        return
-    try:  # Linux: writing 5 resets the process's peak RSS (VmHWM)
-        Path("/proc/self/clear_refs").write_text("5")
-    except OSError:
-        pass
-
-
-def peak_memory_bytes(device: torch.device) -> int:
-    """Peak device memory (cuda) or peak resident set size of this process (cpu)."""
-    if device.type == "cuda":
-        return int(torch.cuda.max_memory_allocated(device))
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    import resource
-
-    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss) * 1024
-
-
-def make_optimizer(params: Any, lr: float, device: torch.device) -> torch.optim.Optimizer:
-    """AdamW as the field runs it: on CUDA the fused implementation (one kernel for every
-    parameter's update, as torchtitan's default), on CPU torch's default (foreach), which
-    the CPU reference runs were measured with. `optimizer_kernel` names which, for the run's
-    record."""
-    if optimizer_kernel(device.type) == "adamw-fused":
-        return torch.optim.AdamW(params, lr=lr, fused=True)
-    return torch.optim.AdamW(params, lr=lr)
-
-
-def optimizer_kernel(device: str) -> str:
-    """The AdamW implementation `make_optimizer` picks on ``device`` ("cpu" or "cuda")."""
-    return "adamw-fused" if device == "cuda" else "adamw-foreach"
-
-
 def run_rank(spec: RunSpec) -> list[RankResult]:
     """Train this rank for warm-up plus ``repeats`` measured windows; return one result each."""
     from greenbench.rank.mesh import build_mesh
@@ -112,6 +79,8 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
     workload = rank_workload(spec, ctx.device)  # the model, batches, loss and FLOPs it trains
     mesh = build_mesh(layout, ctx.device.type) if ctx.distributed else None
     comm = CommRecorder(ctx.device)
+    if spec.config.train.until == "target":
+        return runs_to_target(spec, ctx, mesh, comm, workload)
     strategy = STRATEGIES[run.strategy].load()(ctx, mesh, comm, layout)
     strategy.configure(spec.config)
     model = strategy.parallelize(workload.model)
@@ -119,6 +88,35 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
         return train_and_measure(spec, ctx, strategy, model, comm, workload)
     finally:
         strategy.close()
+
+
+def runs_to_target(
+    spec: RunSpec,
+    ctx: DistContext,
+    mesh: Any,
+    comm: CommRecorder,
+    workload: TrainingWorkload,
+) -> list[RankResult]:
+    """``run.repeats`` runs to the target loss, each from a freshly built and initialised model
+    (`greenbench.rank.to_target`)."""
+    from greenbench.rank.to_target import train_to_target
+    from greenbench.settings.target import resolved_target
+
+    config = spec.config
+    target = resolved_target(config)
+    results = []
+    for repeat in range(config.run.repeats):
+        strategy = STRATEGIES[config.run.strategy].load()(ctx, mesh, comm, spec.layout)
+        strategy.configure(config)
+        model = strategy.parallelize(workload.model)
+        try:
+            results.append(
+                train_to_target(spec, ctx, strategy, model, comm, workload, repeat, target)
+            )
+        finally:
+            strategy.close()
+        del model, strategy
+    return results
 
 
 def train_and_measure(
@@ -261,30 +259,6 @@ def train_and_measure(
     return results
 
 
-def settle_communication(
-    tally: WindowTally, comm: CommRecorder, ctx: DistContext
-) -> list[CommRecord]:
-    """This window's communication records, with the tally's split made from them: every
-    rank's calls are exchanged (after the window closed: that is not part of what is measured),
-    each call split into transfer and waiting (`settle_calls`), and the step time not spent in
-    either is compute. Where the ranks' collectives cannot be matched call by call, the tally's
-    ``comm_note`` says that their waiting is unknown (`unsplit_note`)."""
-    calls = [(c.dim, c.op, c.nbytes, c.seconds, c.waits) for c in comm.take()]
-    per_rank: list[Any] = [calls]
-    rank = 0
-    if ctx.distributed:
-        import torch.distributed as dist
-
-        per_rank = [None] * ctx.world_size
-        dist.all_gather_object(per_rank, calls)
-        rank = ctx.rank
-    records, transfer, waiting = settle_calls(per_rank, rank)
-    tally.comm_s, tally.wait_s = transfer, waiting
-    tally.comm_note = unsplit_note(per_rank)
-    tally.compute_s = math.fsum(tally.step_times_s) - transfer - waiting
-    return records
-
-
 def steps_per_window(train: TrainSettings, warm_times: list[float], ctx: DistContext) -> int:
     """Enough steps for a window of at least ``train.min_window_s``, agreed by every rank."""
     n = train.steps
@@ -303,11 +277,6 @@ def steps_per_window(train: TrainSettings, warm_times: list[float], ctx: DistCon
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         n = int(t.item())
     return n
-
-
-def flag_short(window, seconds: float, min_s: float):
-    note = f"window {seconds:.2f} s is shorter than {min_s:.2f} s (raise train.max_steps)"
-    return replace(window, note=f"{window.note}; {note}" if window.note else note)
 
 
 def burn(seconds: float, device: torch.device) -> float:

@@ -72,6 +72,16 @@ class TargetSettings:
                 "train.until=target needs greenbench's own data (its held-out set and entropy "
                 "floor): a user workload has none"
             )
+        if config.emulate.gpu:
+            raise SpecError(
+                "train.until=target does not run on an emulated GPU (its steps take a modelled "
+                "time, its evaluations none): leave emulate.gpu empty"
+            )
+        if config.run.strategy == "skippipe" and config.skippipe.mode == "simulate":
+            raise SpecError(
+                "train.until=target trains a model: a simulated SkipPipe run (skippipe.mode="
+                "simulate) trains none"
+            )
         resolved_target(config)
 
 

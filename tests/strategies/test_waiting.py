@@ -3,7 +3,7 @@
 Two real gloo processes train one step under ``ddp`` (a model with buffers and one without)
 and ``fsdp``; rank 1 sleeps before its
 first microbatch (the loop's ``before_microbatch`` hook, where the rank's fault injection sits).
-The window is settled as the worker settles it (`greenbench.rank.worker.settle_communication`):
+The window is settled as the worker settles it (`greenbench.rank.training.settle_communication`):
 rank 0's waiting is then in the strategy's own records (DDP's buffer broadcast or bucket
 all-reduce, FSDP2's all-gathers and reduce-scatters), not in a barrier, and the late rank itself
 waits for no one.
@@ -22,7 +22,7 @@ from greenbench.data import DataPlan, MarkovSource
 from greenbench.distributed.device import DistContext
 from greenbench.models import FAMILIES, ModelBuilder
 from greenbench.rank.window import WindowTally
-from greenbench.rank.worker import settle_communication
+from greenbench.rank.training import settle_communication
 from greenbench.sources.builtin import next_token_loss
 from greenbench.strategies import STRATEGIES
 

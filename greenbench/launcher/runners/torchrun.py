@@ -53,7 +53,7 @@ class TorchrunRunner:
         )
 
     def record(self, spec: RunSpec, ctx: RunContext) -> RunRecord:
-        from greenbench.rank.worker import optimizer_kernel
+        from greenbench.rank.training import optimizer_kernel
 
         kernels = model_kernels(spec, optimizer_kernel(spec.config.run.device))
         own: dict[str, Any] = {}
