@@ -14,6 +14,7 @@ from __future__ import annotations
 from greenbench.errors import SpecError
 from greenbench.workload import Workload, from_user
 from greenbench.workloads import (
+    convergence,
     data_parallel,
     fsdp_vs_odc,
     hybrid,
@@ -32,6 +33,7 @@ WORKLOADS: dict[str, Workload] = {
         hybrid,
         skippipe,
         power_limit,
+        convergence,
     )
 }
 
