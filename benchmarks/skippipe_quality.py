@@ -8,10 +8,15 @@ runner's paths: ``round(S·(1−skip))`` of the ``S`` stages of blocks, subsets 
 runs in one process: a path through stages is the same arithmetic on one rank as on several, and
 the 4-rank runner's own iteration times are measured by ``greenbench run --suite skippipe``.
 
-Energy per unit of loss reduction is the CPU estimate (TDP × utilisation; no counter on this
-machine): labelled as an estimate wherever it is printed.
+Both are judged at equal quality: the steps, tokens, seconds and joules each takes to bring the
+loss on a held-out set (documents from a stream training never draws, evaluated every
+``--eval-every`` steps outside the measured time) to a common target, ``--gap-closed`` of the gap
+between ln V (an untrained model) and the floor, as ``greenbench run --suite convergence`` does
+with the real 4-rank runner. A model that does not get there within ``--steps`` is "not
+reached", with its best held-out loss. Energy is the CPU estimate (TDP × utilisation; no
+counter on this machine): labelled as an estimate wherever it is printed.
 
-    python benchmarks/skippipe_quality.py [--steps 300] [--out reports/skippipe-cpu]
+    python benchmarks/skippipe_quality.py [--steps 300] [--seeds 2] [--out reports/skippipe-cpu]
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ import torch
 import torch.nn.functional as F
 
 from greenbench.data import DataPlan, MarkovSource
+from greenbench.data.target import target_loss
 from greenbench.energy import select_meter
 from greenbench.models import FAMILIES, ModelBuilder
 from greenbench.strategies.skippipe.routes import stage_layers
@@ -58,15 +64,26 @@ def loss_of(embed, parts, head, mb, path) -> torch.Tensor:
     )
 
 
-def train(family: str, stages: int, skip: float, steps: int, plan: DataPlan) -> dict:
-    embed, parts, head, params, _ = build(family, stages)
+def train(
+    family: str, stages: int, skip: float, steps: int, plan: DataPlan, *, seed: int, every: int
+) -> dict:
+    """Train ``steps`` steps; every ``every`` steps (and before the first) the full model's
+    held-out loss, outside the measured seconds and joules: (step, tokens, seconds, joules,
+    held-out loss) each."""
+    embed, parts, head, params, _ = build(family, stages, seed)
+    held_out = plan.held_out(64).part(0, 0, 1)
     visit = max(1, round(stages * (1 - skip)))
     subsets = list(itertools.combinations(range(stages), visit))
     optimizer = torch.optim.AdamW(params, lr=1e-3)
     meter = select_meter("cpu", None)
-    curve, turn = [], 0
+    curve, turn, evals = [], 0, []
     tokens, seconds, joules = 0, 0.0, 0.0
-    for step in range(steps):
+    for step in range(steps + 1):
+        if step % every == 0 or step == steps:
+            val = held_out_loss((embed, parts, head), held_out, list(range(stages)))
+            evals.append((step, tokens, seconds, joules, val))
+        if step == steps:
+            break
         batch = plan.part(step, 0, 1)
         meter.begin()
         t0 = time.perf_counter()
@@ -86,19 +103,25 @@ def train(family: str, stages: int, skip: float, steps: int, plan: DataPlan) -> 
         curve.append((tokens, seconds, joules, total / batch.global_tokens))
     meter.close()
     label = "measured" if window and window.measured else "estimate"
-    return {"curve": curve, "model": (embed, parts, head), "source": f"{window.source}, {label}"}
+    return {
+        "curve": curve,
+        "evals": evals,
+        "model": (embed, parts, head),
+        "source": f"{window.source}, {label}",
+    }
 
 
 @torch.no_grad()
-def perplexity(model, plan: DataPlan, keep: list[int], batches: int = 8) -> float:
+def held_out_loss(model, batch, keep: list[int]) -> float:
+    """Mean loss per token of ``model`` through the stages ``keep`` on the held-out ``batch``."""
     embed, parts, head = model
-    total, count = 0.0, 0
-    for step in range(10_000, 10_000 + batches):  # held-out steps never trained on
-        batch = plan.part(step, 0, 1)
-        for mb in batch.microbatches:
-            total += float(loss_of(embed, parts, head, mb, keep))
-        count += batch.global_tokens
-    return math.exp(total / count)
+    total = sum(float(loss_of(embed, parts, head, mb, keep)) for mb in batch.microbatches)
+    return total / batch.global_tokens
+
+
+def to_target(evals: list[tuple], target: float) -> tuple | None:
+    """The first evaluation at or below ``target`` (None: not reached)."""
+    return next((e for e in evals if e[4] <= target), None)
 
 
 def main() -> None:
@@ -108,39 +131,70 @@ def main() -> None:
     ap.add_argument("--skip", type=float, default=0.5)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--seq-len", type=int, default=128)
+    ap.add_argument("--seeds", type=int, default=2, help="initialisations and data streams")
+    ap.add_argument("--eval-every", type=int, default=10, help="steps between evaluations")
+    ap.add_argument("--gap-closed", type=float, default=0.6, help="the common target")
     ap.add_argument("--out", type=Path, default=None, help="write README.md and a plot here")
     args = ap.parse_args()
-    torch.manual_seed(0)
     vocab = FAMILIES[args.family].info("tiny").vocab_size
     source = MarkovSource(vocab_size=vocab, seed=0)
-    plan = DataPlan(source=source, lengths="fixed", seq_len=args.seq_len, global_batch=8,
-                    micro_batch=1, balance="same-count", cost_model="linear", scale=1.0,
-                    seed=0)  # fmt: skip
     floor = source.entropy_rate_nats
-    runs = {}
-    for name, skip in (("full", 0.0), (f"skip {args.skip:g}", args.skip)):
-        print(f"training {name} ({args.steps} steps) …", flush=True)
-        runs[name] = train(args.family, args.stages, skip, args.steps, plan)
+    target = target_loss(vocab, floor, gap_closed=args.gap_closed)
+    runs: dict[tuple[str, int], dict] = {}
+    plans = []
+    for seed in range(args.seeds):
+        torch.manual_seed(seed)
+        plan = DataPlan(source=source, lengths="fixed", seq_len=args.seq_len, global_batch=8,
+                        micro_batch=1, balance="same-count", cost_model="linear", scale=1.0,
+                        seed=seed)  # fmt: skip
+        plans.append(plan)
+        for name, skip in (("full", 0.0), (f"skip {args.skip:g}", args.skip)):
+            print(f"training {name}, seed {seed} ({args.steps} steps) …", flush=True)
+            runs[(name, seed)] = train(
+                args.family, args.stages, skip, args.steps, plan, seed=seed, every=args.eval_every
+            )
     lines = [
         f"# SkipPipe: what skipping costs in loss ({args.family}/tiny, {args.stages} stages "
-        f"of blocks, {args.steps} steps of 8 × {args.seq_len} tokens, one CPU process)",
+        f"of blocks, up to {args.steps} steps of 8 × {args.seq_len} tokens, one CPU process, "
+        f"{args.seeds} seeds)",
         "",
-        f"Loss floor (the Markov source's entropy rate): {floor:.3f} nats/token.",
+        f"Loss floor (the Markov source's entropy rate): {floor:.3f} nats/token; ln V = "
+        f"{math.log(vocab):.3f}. The common target: {args.gap_closed:g} of the gap between them, "
+        f"a held-out loss of {target:.3f} nats/token, evaluated every {args.eval_every} steps "
+        "(evaluation kept out of the seconds and joules).",
         "",
-        "| model | final loss | loss − floor | seconds | J (estimate) | J per nat of loss "
-        "reduction (estimate) |",
-        "|---|---|---|---|---|---|",
+        "## Energy and time to the common target",
+        "",
+        "| model | seed | steps to target | tokens to target | seconds to target "
+        "| J to target (estimate) | held-out loss after all steps |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for name, run in runs.items():
-        _, seconds, joules, loss = run["curve"][-1]
-        first = run["curve"][0][3]
-        lines.append(
-            f"| {name} | {loss:.3f} | {loss - floor:.3f} | {seconds:.1f} | {joules:.0f} "
-            f"| {joules / max(first - loss, 1e-9):.1f} |"
-        )
+    reached: dict[str, list[tuple]] = {}
+    for (name, seed), run in runs.items():
+        hit = to_target(run["evals"], target)
+        last = run["evals"][-1][4]
+        if hit is None:
+            best = min(e[4] for e in run["evals"])
+            lines.append(f"| {name} | {seed} | not reached (best {best:.3f}) | | | | {last:.3f} |")
+            continue
+        reached.setdefault(name, []).append(hit)
+        step, tokens, seconds, joules, _ = hit
+        lines.append(f"| {name} | {seed} | {step} | {tokens:,} | {seconds:.1f} | {joules:.0f} "
+                     f"| {last:.3f} |")  # fmt: skip
+    names = list(dict.fromkeys(name for name, _ in runs))
+    if all(len(reached.get(n, ())) == args.seeds for n in names):
+        full, skipped = (reached[n] for n in names)
+        lo = min(b[3] / a[3] for a in full for b in skipped)
+        hi = max(b[3] / a[3] for a in full for b in skipped)
+        lines += ["", f"Energy to target of {names[1]} over full, over every pair of seeds: "
+                  f"{lo:.2f}× to {hi:.2f}× (estimate: it follows the seconds)."]  # fmt: skip
+    lines += ["", "![held-out loss against tokens and wall-clock](convergence.png)"]
+    seed0 = {name: runs[(name, 0)] for name in names}
+    held_out = plans[0].held_out(64).part(0, 0, 1)
     lines += [
         "", "## Perplexity with stages removed at inference", "",
-        "Mean over every choice of the stages kept (in order); held-out minibatches. "
+        "Seed 0's models after all steps. Mean over every choice of the stages kept (in "
+        "order); the held-out set. "
         f"Perplexity at the floor: {math.exp(floor):.2f}.", "",
         "| stages kept | full-trained | skip-trained |", "|---|---|---|",
     ]  # fmt: skip
@@ -148,26 +202,27 @@ def main() -> None:
         removed = 1 - kept / args.stages
         choices = list(itertools.combinations(range(args.stages), kept))
         ppl = [
-            sum(perplexity(run["model"], plan, list(keep)) for keep in choices) / len(choices)
-            for run in runs.values()
+            sum(math.exp(held_out_loss(run["model"], held_out, list(keep))) for keep in choices)
+            / len(choices)
+            for run in seed0.values()
         ]
         lines.append(f"| {kept} of {args.stages} ({removed:.0%} removed) | {ppl[0]:.2f} "
                      f"| {ppl[1]:.2f} |")  # fmt: skip
     text = "\n".join(lines)
     print(text)
     if args.out is not None:
-        plot(runs, floor, args.out / "convergence.png")
+        plot(seed0, floor, target, args.out / "convergence.png")
         args.out.mkdir(parents=True, exist_ok=True)
         (args.out / "README.md").write_text(
-            text + "\n\n![loss against tokens and wall-clock](convergence.png)\n"
-            f"\nMade with `python benchmarks/skippipe_quality.py --steps {args.steps} --out "
-            f"{args.out}` on a 2-core CPU; energy is the CPU estimate "
-            f"({runs['full']['source']}), not a measurement.\n"
+            text + f"\n\nMade with `python benchmarks/skippipe_quality.py --steps {args.steps} "
+            f"--seeds {args.seeds} --out {args.out}` on a 2-core CPU; energy is the CPU "
+            f"estimate ({seed0['full']['source']}), not a measurement.\n"
         )
 
 
-def plot(runs: dict, floor: float, path: Path):
-    """Loss against tokens and against wall-clock, saved to ``path`` and returned. Tick labels
+def plot(runs: dict, floor: float, target: float, path: Path):
+    """Held-out loss against tokens and against wall-clock, with the target and the floor, saved
+    to ``path`` and returned. Tick labels
     are short (``300k`` tokens, not ``300000``) and few, so they never run together."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -175,16 +230,17 @@ def plot(runs: dict, floor: float, path: Path):
 
     path.parent.mkdir(parents=True, exist_ok=True)
     fig = Figure(figsize=(10, 4), layout="constrained")
-    for i, (x, label) in enumerate(((0, "tokens"), (1, "wall-clock seconds (one process)"))):
+    for i, (x, label) in enumerate(((1, "tokens"), (2, "training seconds (one process)"))):
         ax = fig.add_subplot(1, 2, i + 1)
         for name, run in runs.items():
-            ax.plot([c[x] for c in run["curve"]], [c[3] for c in run["curve"]], label=name)
+            ax.plot([e[x] for e in run["evals"]], [e[4] for e in run["evals"]], label=name)
+        ax.axhline(target, color="tab:red", lw=0.8, ls=":", label="target")
         ax.axhline(floor, color="k", lw=0.8, ls="--", label="entropy floor")
         ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
         if x == 0:
             ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 300k, not 300000
         ax.set_xlabel(label)
-        ax.set_ylabel("training loss (nats/token)")
+        ax.set_ylabel("held-out loss (nats/token)")
         ax.legend()
     FigureCanvasAgg(fig)
     fig.savefig(path, dpi=110, bbox_inches="tight", metadata={"Software": None})
