@@ -47,6 +47,7 @@ from greenbench.strategies.schedule import StepSchedule
 
 if TYPE_CHECKING:
     from greenbench.config import Config
+    from greenbench.data.batches import StepBatch
     from greenbench.sources.contract import Loss, ModelSource
     from greenbench.strategies.odc.collectives import SharedMemoryGroup
 
@@ -78,6 +79,15 @@ def _recorded(base: type, comm: CommRecorder, op: str, sized: str, dim: str = DI
             return work
 
     return Recorded()
+
+
+def reshard(model: torch.nn.Module) -> None:
+    """Free every gathered parameter of a ``fully_shard``-ed model (after a forward-only pass,
+    which leaves the root's gathered: FSDP2 keeps them for the backward that normally
+    follows)."""
+    for module in model.modules():
+        if isinstance(module, FSDPModule):
+            module.reshard()
 
 
 def shard_model(
@@ -187,6 +197,15 @@ class FSDP(DataParallel):
 
 class FSDPSchedule(StepSchedule):
     """The shared step, no autocast: ranks meet only in FSDP2's own collectives."""
+
+    def evaluate(self, model: torch.nn.Module, batch: StepBatch) -> tuple[float, int]:
+        """The template (every rank's share through the whole model, FSDP2 gathering each
+        unit's parameters as in training), then every unit resharded: without a backward,
+        the root's gathered parameters would stay in memory until the next step's."""
+        try:
+            return super().evaluate(model, batch)
+        finally:
+            reshard(model)
 
     def autocast(self) -> contextlib.AbstractContextManager[Any]:
         """Nothing to cast: under bf16 the parameters FSDP2 gathers are bf16 already."""

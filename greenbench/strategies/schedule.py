@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from greenbench.distributed.comm import CommRecorder
+from greenbench.distributed.comm import CommRecorder, tensor_bytes
 from greenbench.distributed.device import DistContext, StepTimes, synchronize
 
 if TYPE_CHECKING:
@@ -136,12 +136,14 @@ class StepSchedule:
 
     def reduce_eval(self, loss_sum: torch.Tensor) -> torch.Tensor:
         """Add this rank's part of the held-out loss to the other ranks' (the world is data
-        parallel here: every rank evaluated its own share of the set)."""
+        parallel here: every rank evaluated its own share of the set with the whole model).
+        A strategy whose ranks share a part passes zero from all of them but one."""
         if not self.ctx.distributed:
             return loss_sum
         import torch.distributed as dist
 
-        dist.all_reduce(loss_sum)
+        with self.comm.span("world", "all_reduce", tensor_bytes(loss_sum)):
+            dist.all_reduce(loss_sum)
         return loss_sum
 
     def microbatch_loss(self, model: torch.nn.Module, mb: Any) -> torch.Tensor:

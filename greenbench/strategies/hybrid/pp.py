@@ -8,6 +8,10 @@ activations in flight), chosen by ``train.pp_schedule``; a minibatch's microbatc
 it as one call, with gradients summed over microbatches (no scaling by their count: the loss is
 already divided by the minibatch's token count).
 
+Evaluation (`Pipeline.evaluate`) goes through the same schedule's forward-only ``eval`` (no
+backward, no gradient): torch prepares the stage again when the schedule switches between
+training and evaluation.
+
 Every microbatch has the same shape, (micro_batch rows, seq_len tokens): the schedule sizes its
 receive buffers from the first one. Shorter microbatches are padded (label −100, so padding
 adds compute but no loss), and a dp rank's microbatch count is fixed by the spec.
@@ -146,3 +150,26 @@ class Pipeline:
         if not self.last:
             return torch.zeros((), device=input_ids.device)
         return torch.stack([loss.detach() for loss in losses]).sum() / scale
+
+    def evaluate(
+        self, input_ids: torch.Tensor, position_ids: torch.Tensor, labels: torch.Tensor
+    ) -> torch.Tensor:
+        """Forward only, through the same schedule (its ``eval``: no backward, no gradient),
+        of ``n_microbatches`` microbatches stacked as in `run`; returns their summed loss on
+        the last stage, 0 elsewhere. torch re-prepares the stage when the schedule switches
+        between training and evaluation."""
+        evaluate = getattr(self.schedule, "eval", None)
+        if evaluate is None:  # pragma: no cover - torch before the schedules' eval
+            raise RuntimeError(
+                "strategy=hybrid with layout.pp > 1 cannot evaluate on this torch: its pipeline "
+                "schedules have no forward-only eval()"
+            )
+        self.scale = 1.0
+        losses: list[torch.Tensor] = []
+        args = (input_ids, position_ids) if self.first else ()
+        kwargs: dict[str, Any] = {"target": labels, "losses": losses} if self.last else {}
+        with recorded(self.comm), torch.no_grad():
+            evaluate(*args, **kwargs)
+        if not self.last:
+            return torch.zeros((), device=input_ids.device)
+        return torch.stack([loss.detach() for loss in losses]).sum()

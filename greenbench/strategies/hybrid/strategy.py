@@ -24,6 +24,10 @@ path computes cross-entropy without a further shift: the step schedule (`HybridS
 computes a model family's next-token loss on this rank's share of each microbatch itself (the
 workloads this strategy runs are built-in ones).
 
+Evaluation on the held-out set (`HybridSchedule.evaluate`) runs the same split forward only:
+the pipeline through its schedule's ``eval``, the loss made whole over cp and pp as in training,
+and each data-parallel part's loss added once, from the rank that counts its tokens.
+
 Replicated data parallelism (``dp_replicate``, i.e. HSDP beside sharding) is not applied here:
 FSDP2's replicate all-reduce has no hook through which it could be recorded. Pure replication
 is the ``ddp`` strategy.
@@ -31,6 +35,7 @@ is the ``ddp`` strategy.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import torch
@@ -42,7 +47,7 @@ from greenbench.distributed.device import DistContext
 from greenbench.errors import SpecError
 from greenbench.sources.builtin import forward_logits
 from greenbench.strategies.base import DataParallel
-from greenbench.strategies.fsdp import shard_model
+from greenbench.strategies.fsdp import reshard, shard_model
 from greenbench.strategies.hybrid.pp import Pipeline, stage_bounds
 from greenbench.strategies.hybrid.tp import apply_tensor_parallel
 from greenbench.strategies.schedule import BeforeMicrobatch, StepSchedule
@@ -186,16 +191,67 @@ class HybridSchedule(StepSchedule):
             raise RuntimeError(
                 f"{len(batch.microbatches)} microbatches for a pipeline built for {count}"
             )
-        shape = (self.hybrid.micro_batch, self.hybrid.seq_len)
-        parts = [self.prepare(mb, shape) for mb in batch.microbatches]
-        while len(parts) < count:  # an all-padding microbatch: no tokens, no loss
-            ids, pos, labels = parts[0]
-            parts.append((ids.clone(), pos.clone(), torch.full_like(labels, IGNORE)))
-        ids, pos, labels = (torch.cat(column) for column in zip(*parts, strict=True))
+        ids, pos, labels = self.stacked(batch.microbatches)
         with self.autocast():
             return self.hybrid.pipeline.run(  # type: ignore[union-attr]
                 ids, pos, labels, self.loss_scale(batch.global_tokens)
             )
+
+    def stacked(
+        self, microbatches: Sequence[Microbatch]
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """At most the pipeline's microbatch count of microbatches, each padded to
+        (micro_batch, seq_len), stacked along dim 0; all-padding microbatches (no tokens, no
+        loss) fill the count up, since the schedule runs a fixed number."""
+        count = self.hybrid.microbatch_count()
+        shape = (self.hybrid.micro_batch, self.hybrid.seq_len)
+        parts = [self.prepare(mb, shape) for mb in microbatches]
+        while len(parts) < count:  # an all-padding microbatch: no tokens, no loss
+            ids, pos, labels = parts[0]
+            parts.append((ids.clone(), pos.clone(), torch.full_like(labels, IGNORE)))
+        ids, pos, labels = (torch.cat(column) for column in zip(*parts, strict=True))
+        return ids, pos, labels
+
+    # -- evaluation --------------------------------------------------------------------------
+
+    def evaluate(self, model: torch.nn.Module, batch: StepBatch) -> tuple[float, int]:
+        """The held-out loss of the whole model: this rank's share of the sequence through its
+        stage (tensor-parallel collectives, ring attention and FSDP2 gathers as in training),
+        or the set through the pipeline's forward-only schedule in runs of its microbatch
+        count; then made whole over cp and pp (`whole_loss`) and summed over the data-parallel
+        parts, each counted by one rank (`reduce_eval`)."""
+        with torch.no_grad():
+            if self.hybrid.pipeline is None:
+                loss = torch.zeros((), device=self.ctx.device, dtype=torch.float64)
+                for mb in batch.microbatches:
+                    loss += self.microbatch_loss(model, mb).double()
+            else:
+                loss = self.pipelined_eval(batch)
+            loss = self.reduce_eval(self.whole_loss(loss))
+        reshard(model)  # FSDP2's gathered root, kept for a backward that does not come
+        return float(loss), batch.global_tokens
+
+    def pipelined_eval(self, batch: StepBatch) -> torch.Tensor:
+        """The set's share through the pipeline, forward only, in runs of the microbatch count
+        it was built for (the last one padded); the summed loss on the last stage, 0 on the
+        others. Every stage of one data-parallel part holds the same share, so they run the
+        same number of schedules."""
+        pipeline = self.hybrid.pipeline
+        assert pipeline is not None
+        count = self.hybrid.microbatch_count()
+        loss = torch.zeros((), device=self.ctx.device, dtype=torch.float64)
+        for at in range(0, len(batch.microbatches), count):
+            ids, pos, labels = self.stacked(batch.microbatches[at : at + count])
+            with self.autocast():
+                loss += pipeline.evaluate(ids, pos, labels).double()
+        return loss
+
+    def reduce_eval(self, loss_sum: torch.Tensor) -> torch.Tensor:
+        """The data-parallel parts' losses added over the world, each part's from the one rank
+        that counts its tokens (`Hybrid.counts_tokens`): its tp, pp and cp ranks hold the same
+        whole-part loss after `whole_loss`."""
+        own = loss_sum if self.hybrid.counts_tokens else torch.zeros_like(loss_sum)
+        return super().reduce_eval(own)
 
     def whole_loss(self, loss: torch.Tensor) -> torch.Tensor:
         """The data-parallel part's loss on every rank: summed over the sequence's chunks

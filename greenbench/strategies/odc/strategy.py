@@ -17,6 +17,9 @@ arXiv 2601.19362), built as the paper describes it rather than approximated with
 So ranks may run different numbers of microbatches, and the minibatch is balanced over each
 rank's whole cost (``data.balance = balanced-cost``, this strategy's default).
 
+Evaluation on the held-out set gets parameters as a training forward does, after the ranks
+meet (no rank reads a shard its owner may still be stepping).
+
 Lockstep (``odc.meet = microbatch``, with ``data.balance = same-count``): the same gets and
 pushes, but the ranks also meet before every microbatch, as FSDP's collectives make them. Set
 beside FSDP2 on ODC's transport (`greenbench.strategies.odc.collectives`) it isolates the
@@ -56,6 +59,7 @@ from greenbench.strategies.schedule import StepSchedule, barrier
 
 if TYPE_CHECKING:
     from greenbench.config import Config
+    from greenbench.data.batches import StepBatch
     from greenbench.sources.contract import Loss, ModelSource
 
 DIM = "dp_shard"
@@ -205,18 +209,22 @@ class ODC(DataParallel):
 
     def finish_minibatch(self) -> None:
         """Every push applied, ranks met, the owners' gradients in their shards' ``grad``."""
-        for unit in self.units:  # a unit whose backward never ran (no gradient) is freed
-            pending = self._pending.pop(unit.index, None)
-            if pending is not None:
-                pending.result()  # never free memory a prefetch is still writing
-            if unit.materialized:
-                unit.release()
+        self.release_all()  # a unit whose backward never ran (no gradient) is freed
         self._backward_ready.clear()
         with self.comm.span(DIM, "push_flush", 0):
             self.transport.flush()
         barrier(self.ctx, self.comm)  # every push of the minibatch has been applied by its owner
         for param, unit in zip(self.shards, self.units, strict=True):
             param.grad = self.transport.accumulator(unit.index)
+
+    def release_all(self) -> None:
+        """Every unit's full parameters freed, once any prefetch still writing them is done."""
+        for unit in self.units:
+            pending = self._pending.pop(unit.index, None)
+            if pending is not None:
+                pending.result()  # never free memory a prefetch is still writing
+            if unit.materialized:
+                unit.release()
 
     # ------------------------------------------------------------------ reading back, closing
 
@@ -258,6 +266,17 @@ class ODCSchedule(StepSchedule):
 
     def finish_minibatch(self) -> None:
         self.odc.finish_minibatch()
+
+    def evaluate(self, model: torch.nn.Module, batch: StepBatch) -> tuple[float, int]:
+        """The template (every rank's share through the whole model, each unit's parameters
+        got on demand as in a training forward), after the ranks meet: an owner may still be
+        stepping its shard, and no rank may read one before the step is done. Whatever a
+        forward left gathered is freed after."""
+        barrier(self.ctx, self.comm)
+        try:
+            return super().evaluate(model, batch)
+        finally:
+            self.odc.release_all()
 
     @contextlib.contextmanager
     def microbatch(self, model: torch.nn.Module, last: bool) -> Iterator[None]:

@@ -27,6 +27,11 @@ A node that stops serving (``skippipe.fail_node`` from step ``skippipe.fail_step
 around: from that step, plans leave it out, and its process stays alive and idle (a gloo group
 does not survive a dead member). This goes beyond the published code, which evaluates removed
 stages only at inference.
+
+Evaluation on the held-out set (`SkipPipe.evaluate`) runs the whole model, whatever the schedule
+skips in training: every microbatch goes forward through every stage, at a serving node of each
+(the replicas of a stage hold the same weights; a stopped node's fall behind, so it is left
+out), and the data nodes' losses are added over the world.
 """
 
 from __future__ import annotations
@@ -280,6 +285,73 @@ class SkipPipe(Strategy):
             work.wait()
         return loss_sum
 
+    # -- evaluation ----------------------------------------------------------------------
+
+    def eval_routes(self, count: int) -> list[tuple[int, ...]]:
+        """Each of ``count`` held-out microbatches' route through the WHOLE model, whatever
+        the schedule skips in training: a data node, then one node of every other stage in
+        order, back to the data node; the serving nodes of each stage (this step's plan,
+        stragglers included, a stopped node not) take microbatches in turn."""
+        stages = self.plan_for(self.step_index).stage_nodes
+        routes = []
+        for m in range(count):
+            data = stages[0][m % len(stages[0])]
+            path = tuple(nodes[m % len(nodes)] for nodes in stages[1:])
+            routes.append((data, *path, data))
+        return routes
+
+    def evaluate(self, batch: StepBatch) -> float:
+        """The summed loss of the held-out set, which every node holds whole, through every
+        stage (forward only, no skip); the data nodes' sums added over the world. Each
+        microbatch goes at its own shape (every node knows it); messages and emulated links
+        as in training. A node visits its microbatches in order, a data node embedding all of
+        its before it computes any loss, so blocking receives meet sends already issued."""
+        node = self.node
+        routes = self.eval_routes(len(batch.microbatches))
+        data = [
+            (
+                mb.input_ids.to(self.ctx.device),
+                mb.position_ids.to(self.ctx.device),
+                F.pad(mb.labels[:, 1:], (0, 1), value=IGNORE).to(self.ctx.device),
+            )
+            for mb in batch.microbatches
+        ]
+        pending: list[Any] = []
+        loss = torch.zeros((), device=self.ctx.device, dtype=torch.float64)
+        with torch.no_grad():
+            for m, route in enumerate(routes):
+                ids, pos, _ = data[m]
+                t0 = time.perf_counter()
+                if route[0] == node:
+                    hidden, _ = self.embed(ids, pos)
+                    self.slow_down(t0)
+                    pending.append(self.send(hidden, route[1], m, "fwd"))
+                if node in route[1:-1]:
+                    at = route.index(node, 1)
+                    x = self.recv((*ids.shape, self.width), route[at - 1], m, "fwd")
+                    t0 = time.perf_counter()
+                    out, _ = self.module(x, pos)
+                    self.slow_down(t0)
+                    pending.append(self.send(out, route[at + 1], m, "fwd"))
+            for m, route in enumerate(routes):
+                if route[0] != node:
+                    continue
+                ids, pos, labels = data[m]
+                x = self.recv((*ids.shape, self.width), route[-2], m, "fwd")
+                t0 = time.perf_counter()
+                logits = self.head(x, pos)
+                loss += F.cross_entropy(
+                    logits.flatten(0, 1).float(), labels.flatten(), ignore_index=IGNORE,
+                    reduction="sum",
+                ).double()  # fmt: skip
+                self.slow_down(t0)
+        for work in pending:
+            work.wait()
+        if self.ctx.distributed:
+            with self.comm.span("world", "all_reduce", tensor_bytes(loss)):
+                dist.all_reduce(loss)
+        return float(loss)
+
     def slow_down(self, t0: float) -> None:
         if self.node in self.slow and self.slowdown > 1:
             synchronize(self.ctx.device)
@@ -357,6 +429,11 @@ class SkipPipeSchedule(StepSchedule):
         mark = self.comm.mark()
         loss = self.skippipe.iteration(optimizer, batch)
         return loss, step_times(self.comm, mark, time.perf_counter() - start)
+
+    def evaluate(self, model: torch.nn.Module, batch: StepBatch) -> tuple[float, int]:
+        """The whole model's held-out loss through every stage (`SkipPipe.evaluate`: no stage
+        skipped, whatever the schedule)."""
+        return self.skippipe.evaluate(batch), batch.global_tokens
 
 
 class _Works:
