@@ -7,15 +7,18 @@ from greenbench.errors import SpecError
 from greenbench.vocabulary import Layout
 
 
-def check_split(global_batch: int, parts: int) -> None:
+def check_split(global_batch: int, parts: int, name: str = "data.global_batch") -> None:
     """SpecError unless a minibatch of ``global_batch`` documents splits into ``parts``."""
     if global_batch % parts:
         raise SpecError(
-            f"data.global_batch={global_batch} must be divisible by the number of "
+            f"{name}={global_batch} must be divisible by the number of "
             f"data-parallel ranks ({parts})"
         )
 
 
 def check_data_parallel(config: Config, layout: Layout) -> None:
-    """Every data-parallel rank gets an equal share of the minibatch's documents."""
+    """Every data-parallel rank gets an equal share of the minibatch's documents, and of the
+    held-out set's where the run trains to a target."""
     check_split(config.data.global_batch, layout.dp)
+    if config.train.until == "target":
+        check_split(config.eval.docs, layout.dp, "eval.docs")

@@ -5,6 +5,7 @@ is refused before anything runs."""
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import pytest
@@ -45,9 +46,10 @@ def test_a_run_stops_at_the_first_evaluation_that_reaches_the_target():
     # the training figures hold training only: the evaluations' time is measured beside them
     assert out.eval_s > 0 and result.seconds == pytest.approx(curve[-1].seconds)
     assert sum(result.step_times_s) <= result.seconds
-    assert result.energy is not None and result.energy.seconds == pytest.approx(result.seconds, rel=1e-3)
+    assert result.energy is not None
+    assert result.energy.seconds == pytest.approx(result.seconds, rel=1e-3)
     assert curve[-1].joules == pytest.approx(result.energy.energy_j)
-    assert all(a.joules < b.joules for a, b in zip(curve[1:], curve[2:], strict=False))
+    assert all(a.joules < b.joules for a, b in itertools.pairwise(curve))
 
 
 def test_a_run_out_of_budget_is_stored_not_reached_with_its_best_loss():

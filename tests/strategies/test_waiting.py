@@ -21,8 +21,8 @@ from helpers import TINY_DATA, free_port, spawn
 from greenbench.data import DataPlan, MarkovSource
 from greenbench.distributed.device import DistContext
 from greenbench.models import FAMILIES, ModelBuilder
-from greenbench.rank.window import WindowTally
 from greenbench.rank.training import settle_communication
+from greenbench.rank.window import WindowTally
 from greenbench.sources.builtin import next_token_loss
 from greenbench.strategies import STRATEGIES
 
