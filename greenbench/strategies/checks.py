@@ -20,5 +20,5 @@ def check_data_parallel(config: Config, layout: Layout) -> None:
     """Every data-parallel rank gets an equal share of the minibatch's documents, and of the
     held-out set's where the run trains to a target."""
     check_split(config.data.global_batch, layout.dp)
-    if config.train.until == "target":
+    if config.train is not None and config.train.until == "target" and config.eval is not None:
         check_split(config.eval.docs, layout.dp, "eval.docs")
