@@ -138,6 +138,14 @@ def restore_power_limits() -> None:
     help="override a setting; a,b,c sweeps it (see `greenbench list settings`)",
 )
 @click.option("--repeats", type=click.IntRange(min=1), help="measured windows per configuration")
+@click.option(
+    "--seeds",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="run every configuration with K seeds: its seed, seed+1, … seed+K-1 (views pool "
+    "them over seeds, each seed's run one sample)",
+)
 @click.option("--device", type=click.Choice(["auto", "cpu", "cuda"]), help="default: auto")
 @click.option("--nproc", type=click.IntRange(min=1), help="ranks per node")
 @click.option(
@@ -207,6 +215,7 @@ def run(
     workload: str | None,
     sets: tuple[str, ...],
     repeats: int | None,
+    seeds: int,
     device: str | None,
     nproc: int | None,
     energy_source: str | None,
@@ -239,7 +248,7 @@ def run(
     from greenbench.launcher.progress import run_with_progress
     from greenbench.settings import EnergySettings
     from greenbench.settings.written import parse_assignment
-    from greenbench.spec import SpecError, expand, expand_suite
+    from greenbench.spec import SpecError, expand, expand_suite, with_seeds
     from greenbench.suite import load_suite
 
     if bool(suite) == bool(workload):
@@ -277,6 +286,7 @@ def run(
         specs = expand_suite(suite_spec, cli, label=label, machine_device=machine)
     else:
         specs = expand(workload, [cli], label=label)
+    specs = with_seeds(specs, seeds)
     if on_cluster:
         from greenbench.cluster.command import run_on_cluster
         from greenbench.cluster.options import cluster_options, parse_cluster_assignment

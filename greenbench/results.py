@@ -39,8 +39,11 @@ class CommRecord:
 class ValPoint:
     """One evaluation of a run to a target (`TargetOutcome`): after ``step`` optimizer steps,
     ``tokens`` trained tokens, ``seconds`` and ``joules`` of training (evaluation left out), the
-    validation loss of the whole model on the held-out set (nats per token). ``joules`` is None
-    where the meter could not be read."""
+    validation loss of the whole model on the held-out set (nats per token). ``step``,
+    ``tokens`` and ``val_loss`` are the run's, the same on every rank (``tokens`` all ranks'
+    together, as a repeat's ``tokens`` counts them); ``seconds`` and ``joules`` are this rank's
+    own (its meter's cumulative training joules). ``joules`` is None where the meter could not
+    be read."""
 
     step: int
     tokens: int
@@ -59,7 +62,9 @@ class TargetOutcome:
     did (or when the budget ended the run), the best validation loss seen, the evaluations'
     own seconds and joules (kept out of the training figures), why the run stopped, and the
     validation curve. The run's window (`RankResult.seconds`, ``energy``) is the training to
-    that point, so time and energy to target are the window's when ``reached``."""
+    that point, so time and energy to target are the window's when ``reached``. Every rank
+    reports the same target, ``reached``, ``steps``, ``tokens`` (the run's) and curve losses;
+    ``eval_s`` and ``eval_energy_j`` are its own (`greenbench.aggregate` combines them)."""
 
     target_loss: float
     reached: bool
@@ -228,10 +233,32 @@ class RepeatResult:
     #: where unknown (a user's workload, a rank that did not count it); MFU None above 1 too
     flops_causal: float | None = None
     mfu_causal: float | None = None
+    #: a run to a target loss (`TargetOutcome`, ``train.until = target``), None for a window
+    #: run: the absolute target, whether the repeat reached it, and, only when it did, the
+    #: steps, tokens, seconds and joules (gross, and net of idle as ``energy_net_j`` is) to it:
+    #: the repeat's own figures, its window being the training up to the target; never a
+    #: figure for a target not reached. The best validation loss, why the run stopped
+    #: (`TargetOutcome.stopped_by`), and the evaluations' own seconds (the slowest rank's) and
+    #: joules (summed as ``energy_j`` is), kept out of every training figure
+    target_loss: float | None = None
+    target_reached: bool | None = None
+    steps_to_target: int | None = None
+    tokens_to_target: int | None = None
+    seconds_to_target: float | None = None
+    energy_to_target_j: float | None = None
+    energy_to_target_net_j: float | None = None
+    best_val_loss: float | None = None
+    target_stopped_by: str | None = None
+    eval_s: float | None = None
+    eval_energy_j: float | None = None
+    #: the validation curve over the ranks (`greenbench.aggregate`): stored in ``val_curve``,
+    #: one row per evaluation, not in the ``results`` row
+    val_curve: tuple[ValPoint, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["step_times_s"] = list(self.step_times_s)
+        d["val_curve"] = [p.to_dict() for p in self.val_curve]
         return d
 
 
@@ -299,6 +326,9 @@ class RunRecord:
     power_limit_default_w: float | None = None
     power_limit_via: str | None = None
     power_limit_note: str | None = None
+    #: the configuration's key without its seed (`greenbench.settings.seed_group_of`): runs that
+    #: differ only in their seed share it, and are pooled over seeds by it
+    seed_group: str | None = None
 
     def row(self) -> dict[str, Any]:
         """The ``runs`` columns, as the store's ``begin_run`` takes them."""

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import difflib
 import itertools
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from greenbench.config import USER_PREFIX, setting_of
 from greenbench.errors import SpecError
-from greenbench.settings import DEFAULTS, SCHEMA, DataSettings
+from greenbench.settings import DEFAULTS, SCHEMA, SEED_KEY, DataSettings, spec_key
 from greenbench.settings.layout import DEGREE_KEYS, apply_layout_text, check_degrees_fit_model
 from greenbench.settings.runspec import RunSpec
 from greenbench.settings.written import check_key, coerce
@@ -155,6 +156,31 @@ def expand_suite(
         ]
         specs += expand(entry.workload, layers, suite=suite.name, label=label)
     return specs
+
+
+def with_seeds(specs: list[RunSpec], seeds: int) -> list[RunSpec]:
+    """Every configuration of ``specs`` run with ``seeds`` seeds: its own seed, then seed + 1,
+    … seed + seeds − 1, one after another (so progress names each seed's run); 1 keeps the
+    specs as they are. Each seed's run is a configuration of its own (its ``config_key``), the
+    runs of one configuration's seeds share a seed group (`greenbench.settings.seed_group_of`),
+    which pools them over seeds. A configuration that an earlier one's seeds already hold (a
+    swept seed) runs once."""
+    if seeds < 1:
+        raise SpecError(f"--seeds must be at least 1, got {seeds}")
+    if seeds == 1:
+        return list(specs)
+    out: list[RunSpec] = []
+    seen: set[tuple[str, str | None]] = set()
+    for spec in specs:
+        first = int(spec.settings.get(SEED_KEY, DEFAULTS[SEED_KEY]))
+        for k in range(seeds):
+            seeded = replace(spec, settings=spec.settings | {SEED_KEY: first + k})
+            validate(seeded)  # the seed's own bound, first of all
+            key = (spec_key(seeded), seeded.label)
+            if key not in seen:
+                seen.add(key)
+                out.append(seeded)
+    return out
 
 
 def default_device() -> str:

@@ -58,7 +58,7 @@ def test_run_workload_stores_honest_results(tmp_path: Path):
     con = duckdb.connect(str(db), read_only=True)
     runs = con.execute(
         "SELECT run_id, status, model_family, label, energy_source, "
-        "energy_measured, peak_flops_source FROM runs"
+        "energy_measured, peak_flops_source, seed_group, config_key FROM runs"
     ).fetchall()
     rows = con.execute(
         "SELECT tokens_per_s, joules_per_token, mfu, energy_source, "
@@ -72,6 +72,7 @@ def test_run_workload_stores_honest_results(tmp_path: Path):
     source, _ = auto_source("cpu", lambda name: ENERGY_SOURCES[name].probe())
     assert {(r[4], r[5]) for r in runs} == {(source, source != "estimate")}
     assert {r[6] for r in runs} == {"cpu-gemm-calibration"}
+    assert all(r[7] and r[7] != r[8] for r in runs)  # every run its seed group, not its key
     assert len(rows) == 2 * len(runs)
     for tps, jpt, mfu, stored, measured, tokens in rows:
         assert tps > 0 and jpt > 0 and 0 < mfu <= 1 and tokens > 0
@@ -121,6 +122,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, 
         (["run", "--bogus"], "no such option '--bogus'"),
         (["run", "--workload", "hybrid", "--repeats", "abc"], "'abc' is not a valid integer"),
         (["run", "--workload", "hybrid", "--device", "tpu"], "'tpu' is not one of"),
+        (["run", "--workload", "hybrid", "--seeds", "0"], "'--seeds': 0 is not in the range x>=1"),
+        (["run", "--workload", "hybrid", "--seeds", "two"], "'two' is not a valid integer"),
         (["run", "--workload"], "option '--workload' requires an argument"),
         (["list"], "missing argument"),
         (["list", "bogus"], "'bogus' is not one of 'suites', 'workloads', 'runs', 'settings'"),
@@ -269,3 +272,35 @@ def test_an_impossible_hybrid_layout_is_one_line_and_writes_nothing(
     (line,) = result.output.strip().splitlines()
     assert named in line and line.startswith("error: ")
     assert not db.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_seeds_run_every_configuration_with_each_seed(tmp_path: Path, monkeypatch) -> None:
+    """``--seeds 2`` hands the launcher each configuration twice, seeds 0 and 1, one after the
+    other (the launcher is replaced: what is checked is what it is given)."""
+    from types import SimpleNamespace
+
+    from greenbench.launcher import progress
+    from greenbench.settings import spec_seed_group
+
+    given = []
+
+    def fake_run(specs, db_path, **_):
+        given.extend(specs)
+        return SimpleNamespace(failed=[])
+
+    monkeypatch.setattr(progress, "run_with_progress", fake_run)
+    sets = ["--set", "model.family=transformer,mamba", "--set", "data.seq_len=256"]
+    db = tmp_path / "r.duckdb"
+    result = CliRunner().invoke(
+        main, ["run", "--workload", "transformer-vs-mamba", *sets, "--seeds", "2", "--device",
+               "cpu", "--db", str(db)],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert [(s["model.family"], s["seed"]) for s in given] == [
+        ("transformer", 0), ("transformer", 1), ("mamba", 0), ("mamba", 1),
+    ]  # fmt: skip
+    assert spec_seed_group(given[0]) == spec_seed_group(given[1]) != spec_seed_group(given[2])
+    given.clear()
+    one = ["run", "--workload", "transformer-vs-mamba", *sets, "--device", "cpu", "--db", str(db)]
+    assert CliRunner().invoke(main, one).exit_code == 0
+    assert [s["seed"] for s in given] == [0, 0]  # one seed unless asked: as before

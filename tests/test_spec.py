@@ -358,3 +358,39 @@ def test_the_power_limit_workload_sweeps_four_fractions_for_two_families():
     specs = expand("power-limit", [{"device": "cpu", "emulate.gpu": "h100"}])
     assert sorted({s["gpu.power_limit_frac"] for s in specs}) == [0.55, 0.7, 0.85, 1.0]
     assert {s["model.family"] for s in specs} == {"transformer", "mamba"} and len(specs) == 8
+
+
+def test_seeds_rerun_every_configuration_with_the_next_seeds():
+    from greenbench.settings import spec_key, spec_seed_group
+    from greenbench.spec import with_seeds
+
+    base = expand("transformer-vs-mamba", [{"model.family": ["transformer", "mamba"],
+                                            "data.seq_len": 256, "seed": 5}])  # fmt: skip
+    assert with_seeds(base, 1) == base  # today's behaviour
+    seeded = with_seeds(base, 3)
+    assert [(s["model.family"], s["seed"]) for s in seeded] == [
+        ("transformer", 5), ("transformer", 6), ("transformer", 7),
+        ("mamba", 5), ("mamba", 6), ("mamba", 7),
+    ]  # fmt: skip
+    assert len({spec_key(s) for s in seeded}) == 6  # each seed a configuration of its own
+    assert len({spec_seed_group(s) for s in seeded}) == 2  # one seed group per configuration
+    for spec in seeded:  # only the seed moved
+        twin = next(b for b in base if b["model.family"] == spec["model.family"])
+        assert {k: v for k, v in spec.settings.items() if k != "seed"} == {
+            k: v for k, v in twin.settings.items() if k != "seed"
+        }
+
+
+def test_seeds_hold_a_swept_seed_once_and_refuse_what_no_run_can_take():
+    from greenbench.settings.run import MAX_SEED
+    from greenbench.spec import with_seeds
+
+    swept = expand("transformer-vs-mamba", [{"model.family": "transformer",
+                                             "data.seq_len": 256, "seed": [0, 1]}])  # fmt: skip
+    assert [s["seed"] for s in with_seeds(swept, 2)] == [0, 1, 2]
+    with pytest.raises(SpecError, match="--seeds must be at least 1"):
+        with_seeds(swept, 0)
+    last = expand("transformer-vs-mamba", [{"model.family": "transformer",
+                                            "data.seq_len": 256, "seed": MAX_SEED}])  # fmt: skip
+    with pytest.raises(SpecError, match="seed must be at most"):
+        with_seeds(last, 2)

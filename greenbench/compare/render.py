@@ -58,10 +58,17 @@ def cells(row: Row, mode: str = "samples") -> list[str]:
         f"{base_label}/{row.n_candidate}",
         _num(row.baseline_median),
         _num(row.candidate_median),
-        "n/a" if math.isnan(row.ratio) else f"{row.ratio - 1:+.1%}",
+        _change(row),
         _num(shown_p(row)),
         verdict,
     ]
+
+
+def _change(row: Row) -> str:
+    """The median's relative change; n/a where a side's median is unknown or not reached."""
+    if not all(math.isfinite(x) for x in (row.ratio, row.baseline_median, row.candidate_median)):
+        return "n/a"
+    return f"{row.ratio - 1:+.1%}"
 
 
 def shown_p(row: Row) -> float:
@@ -163,6 +170,8 @@ def emit(verdict: Verdict, fmt: str, out: TextIO) -> None:
 def _num(v: float) -> str:
     if v is None or math.isnan(v):
         return "n/a"
+    if math.isinf(v):  # a median over repeats that did not reach their target
+        return "not reached"
     return f"{v:.4g}"
 
 

@@ -19,12 +19,18 @@ is *inconclusive: contended* (exit 4 under ``strict``) unless ``allow_contended`
 anyway, and the note then says it was contended. In history mode contended history runs are left
 out of the history (unless allowed), and a contended new result is inconclusive.
 
-Only like is compared with like: rows are grouped by ``refs.KEY_COLUMNS`` (config hash, energy
-source and whether it was measured, device type and count, precision), so a measured energy is
-never compared with an estimate, nor a simulated run (energy source ``model``, its own device
-type and configuration) with a measured one; configurations present on one side only are listed
-as mismatches. History mode judges a new result against the last ≤ 64 results of the same
-configuration with a one-sided Student-t prediction interval on log values.
+Only like is compared with like: rows are grouped by `POOLED_OVER_SEEDS` (the seed group, the
+configuration's hash without its seed, then energy source and whether it was measured, device
+type and count, precision), so a measured energy is never compared with an estimate, nor a
+simulated run (energy source ``model``, its own device type and configuration) with a measured
+one; configurations present on one side only are listed as mismatches. Where the two sides of a
+comparison hold one seed between them, the samples are the repeats; where they hold several
+(``greenbench run --seeds``, or another seed on each side), each run's median is one sample
+(`greenbench.reporting.seeds`), so the spread of one seed's repeats is never taken for the
+configuration's, and the row says so. A figure to a target loss (``energy_to_target_j`` …) is
+judged by the same rule; a repeat that did not reach the target counts as worse than every one
+that did. History mode judges a new result against the last ≤ 64 results of the same seed group
+with a one-sided Student-t prediction interval on log values.
 
 This module is pure (DataFrames in, a Verdict out); ``shell.compare_cli`` is the thin layer the
 CLI calls, ``render`` prints verdicts, ``greenbench.reporting.refs`` resolves REFs into DataFrames.
@@ -57,8 +63,13 @@ from greenbench.compare.verdict import (
 )
 from greenbench.errors import SpecError
 from greenbench.reporting.refs import KEY_COLUMNS
-from greenbench.vocabulary import is_simulated
-from greenbench.vocabulary.trust import flagged
+from greenbench.reporting.seeds import n_seeds, samples, seeds_note, with_seed_group
+from greenbench.vocabulary import POOLED_OVER_SEEDS, is_simulated
+from greenbench.vocabulary.trust import flagged, missing
+
+#: what a comparison pools: the runs of one seed group on the same hardware, with the same kind
+#: of energy figure
+POOL_COLUMNS = POOLED_OVER_SEEDS
 
 
 def compare(
@@ -84,16 +95,19 @@ def compare(
     pending: list[dict[str, Any]] = []
     for key in _ordered(set(base_groups) & set(cand_groups), cand_groups):
         b, c = base_groups[key], cand_groups[key]
+        seeds = n_seeds(pd.concat([b, c]))
         for metric in chosen:
-            xb, xc = _values(b, metric.column), _values(c, metric.column)
+            xb, xc = _values(b, metric, seeds > 1), _values(c, metric, seeds > 1)
             worse, better = (xc, xb) if metric.lower_is_better else (xb, xc)
             p_w = p_b = math.nan
             if len(xb) and len(xc):
                 p_w = stats.mannwhitney_greater(worse, better)[1]
                 p_b = stats.mannwhitney_greater(better, worse)[1]
             fields = _row_fields(
-                c, metric, delta, xb, xc, p_w, p_b, stats.min_p_value(len(xb), len(xc))
+                c, metric, delta, xb, xc, p_w, p_b, stats.min_p_value(len(xb), len(xc)), seeds
             )
+            if metric.to_target:
+                fields["context_note"] = _joined(fields["context_note"], _not_reached(b, c))
             pending.append(fields | _contention(b, c))
     rows = _decide(pending, alpha, cv_cap, floor_from_min_p=True, allow_contended=allow_contended)
     return Verdict(
@@ -142,19 +156,26 @@ def compare_history(
             h = h[~busy]
         order = h.groupby("run_id")["started_at"].min().sort_values()
         recent = h[h["run_id"].isin(order.index[-window:])]
+        seeds = n_seeds(pd.concat([recent, c]))
         for metric in chosen:
-            per_run = recent.groupby("run_id")[metric.column].median().dropna()
-            xh, xc = per_run.to_numpy(float), _values(c, metric.column)
+            xh = _values(recent, metric, True)  # a history result is one run: its median
+            xc = _values(c, metric, n_seeds(c) > 1)
             p_w = p_b = math.nan
+            finite = np.all(np.isfinite(xh)) and len(xc) and np.isfinite(np.median(xc))
             ok = len(xh) >= HISTORY_MIN and len(xc) and np.all(xh > 0) and np.median(xc) > 0
-            if ok:
+            if ok and finite:
                 _, p_greater = stats.log_t_prediction(xh, float(np.median(xc)))
                 p_w, p_b = (p_greater, 1 - p_greater)
                 if not metric.lower_is_better:
                     p_w, p_b = p_b, p_w
-            fields = _row_fields(c, metric, delta, xh, xc, p_w, p_b, 0.0)
+            fields = _row_fields(c, metric, delta, xh, xc, p_w, p_b, 0.0, seeds)
             if len(xh) < HISTORY_MIN:
                 fields["note"] = f"need ≥ {HISTORY_MIN} history results, have {len(xh)}"
+            elif ok and not finite:
+                fields["note"] = (
+                    "a run did not reach its target: the history's prediction interval cannot "
+                    "hold it (compare the runs' repeats instead)"
+                )
             if left_out:
                 runs = "run" if left_out == 1 else "runs"
                 fields["note"] = "; ".join(
@@ -181,8 +202,9 @@ def _row_fields(
     p_worse: float,
     p_better: float,
     min_p: float,
+    seeds: int = 1,
 ) -> dict[str, Any]:
-    first = {c: group[c].iat[0] for c in (*KEY_COLUMNS, "workload")}
+    first = {c: group[c].iat[0] for c in (*POOL_COLUMNS, "config_key", "workload")}
     workload = str(first["workload"])
     mb = float(np.median(xb)) if len(xb) else math.nan
     mc = float(np.median(xc)) if len(xc) else math.nan
@@ -191,6 +213,8 @@ def _row_fields(
         "config_name": _name(group),
         "layout": _layout(group),
         "config_key": str(first["config_key"]),
+        "seed_group": str(first["seed_group"]),
+        "seeds": seeds,
         "energy_source": str(first["energy_source"]),
         "energy_measured": bool(first["energy_measured"]),
         "device_type": str(first["device_type"]),
@@ -201,15 +225,48 @@ def _row_fields(
         "n_candidate": len(xc),
         "baseline_median": mb,
         "candidate_median": mc,
-        "ratio": mc / mb if mb and not math.isnan(mb) else math.nan,
+        "ratio": _ratio(mc, mb),
         "delta": delta_for(delta, workload, metric.column),
         "p_worse": p_worse,
         "p_better": p_better,
         "min_p": min_p,
-        "cv_baseline": stats.coefficient_of_variation(xb),
-        "cv_candidate": stats.coefficient_of_variation(xc),
+        "cv_baseline": _cv(xb),
+        "cv_candidate": _cv(xc),
         "note": "",
+        "context_note": seeds_note(seeds),
     }
+
+
+def _joined(*notes: str) -> str:
+    return "; ".join(n for n in notes if n)
+
+
+def _not_reached(b: pd.DataFrame, c: pd.DataFrame) -> str:
+    """Which side's repeats did not reach their target (counted as worse than every one that
+    did), e.g. "not reached: candidate 2 of 3 repeats"."""
+    parts = []
+    for side, group in (("baseline", b), ("candidate", c)):
+        reached = group["target_reached"] if "target_reached" in group else pd.Series(dtype=object)
+        missed = sum(not missing(v) and not bool(v) for v in reached)
+        if missed:
+            parts.append(f"{side} {missed} of {len(group)} repeats")
+    return "not reached (counted worse than any that reached): " + ", ".join(parts) if parts else ""
+
+
+def _ratio(candidate: float, baseline: float) -> float:
+    """candidate ÷ baseline; NaN where either is unknown, or neither side reached a target
+    (both +inf: `greenbench.reporting.seeds`)."""
+    if math.isnan(baseline) or math.isnan(candidate) or not baseline:
+        return math.nan
+    if math.isinf(baseline) and math.isinf(candidate):
+        return math.nan
+    return candidate / baseline
+
+
+def _cv(xs: np.ndarray) -> float:
+    """The coefficient of variation of the known, finite values (a repeat that did not reach
+    its target has no spread to measure)."""
+    return stats.coefficient_of_variation(xs[np.isfinite(xs)])
 
 
 def _contended_mask(group: pd.DataFrame) -> pd.Series:
@@ -255,6 +312,7 @@ def _decide(
         # minimum, and never below k × the family's smallest minimum (Holm's first step)
         floor = max(fields["min_p"], k * smallest) if floor_from_min_p else 0.0
         note = fields.pop("note")
+        context = fields.pop("context_note", "")
         busy = fields.pop("contended_note", "")
         if busy and not allow_contended:
             status = "inconclusive"
@@ -282,6 +340,7 @@ def _decide(
                 note = f"beyond ±{d:.0%} but not significant (p={min(pw, pb):.3g})"
         if busy and allow_contended:
             note = "; ".join(filter(None, [f"contended (allowed): {busy}", note]))
+        note = _joined(context, note)
         cvs = (fields["cv_baseline"], fields["cv_candidate"])
         unstable = any(cv > cv_cap for cv in cvs if not math.isnan(cv))
         if unstable:
@@ -300,14 +359,16 @@ def _decide(
 
 
 def _groups(df: pd.DataFrame) -> dict[tuple, pd.DataFrame]:
+    """The rows of each seed group (`POOL_COLUMNS`; rows without one: their configuration)."""
     missing = [c for c in (*KEY_COLUMNS, "workload") if c not in df.columns]
     if missing:
         names = ", ".join(missing)
         raise SpecError(f"results lack the columns {names} that define a configuration")
+    df = with_seed_group(df)
     # plain dict grouping: DataFrame.groupby over seven columns costs milliseconds per call,
     # which the 1,000-trial power test would feel; NaN/NA keys become None so they compare equal
     positions: dict[tuple, list[int]] = {}
-    columns = [df[c].tolist() for c in KEY_COLUMNS]
+    columns = [df[c].tolist() for c in POOL_COLUMNS]
     for i, key in enumerate(zip(*columns, strict=True)):
         positions.setdefault(tuple(json_safe(v) for v in key), []).append(i)
     return {key: df.iloc[idx] for key, idx in positions.items()}
@@ -325,11 +386,12 @@ def _describe(group: pd.DataFrame) -> tuple[str, str, str]:
     return str(first["workload"]), _name(group), energy
 
 
-def _values(group: pd.DataFrame, column: str) -> np.ndarray:
-    if column not in group.columns:
-        raise SpecError(f"results have no column {column!r}")
-    values = pd.to_numeric(group[column], errors="coerce").to_numpy(float, na_value=np.nan)
-    return values[~np.isnan(values)]
+def _values(group: pd.DataFrame, metric: Metric, per_run: bool) -> np.ndarray:
+    """A side's samples of a metric: its repeats, or with ``per_run`` its runs' medians
+    (`greenbench.reporting.seeds.samples`)."""
+    if metric.column not in group.columns:
+        raise SpecError(f"results have no column {metric.column!r}")
+    return samples(group, metric.column, per_run=per_run, to_target=metric.to_target)
 
 
 def _layout(group: pd.DataFrame) -> str:
@@ -362,12 +424,12 @@ def _mismatches(
             if same_config:
                 diffs = [
                     f"{col}: {key[i]} vs {same_config[0][i]}"
-                    for i, col in enumerate(KEY_COLUMNS)
+                    for i, col in enumerate(POOL_COLUMNS)
                     if key[i] != same_config[0][i]
                 ]
                 reason = "same configuration, different " + ", ".join(diffs)
                 if any(
-                    is_simulated(k[KEY_COLUMNS.index("energy_source")])
+                    is_simulated(k[POOL_COLUMNS.index("energy_source")])
                     for k in (key, same_config[0])
                 ):
                     reason += " (a simulated result is never compared with a measurement)"

@@ -63,6 +63,10 @@ class Row:
     layout: str = ""  # e.g. "dpr1-dps2-tp1-pp1-cp1"
     #: a run of either side shared the machine (runs.contended): inconclusive unless allowed
     contended: bool = False
+    #: the seed group compared (`greenbench.reporting.seeds`: its config_key where unknown) and
+    #: how many seeds its two sides hold; above 1, each run's median was one sample
+    seed_group: str = ""
+    seeds: int = 1
 
     @property
     def symbol(self) -> str:
@@ -169,10 +173,11 @@ def delta_for(delta: float | Mapping[str, float], workload: str, metric: str) ->
 
 
 def json_safe(v: Any) -> Any:
-    """A plain Python value for JSON: numpy scalars unwrapped, NaN/NA as None."""
+    """A plain Python value for JSON: numpy scalars unwrapped, NaN/NA as None, and so is
+    infinity (a median over repeats that did not reach their target: the row's note says so)."""
     if isinstance(v, np.generic):
         v = v.item()
-    if isinstance(v, float) and math.isnan(v):
+    if isinstance(v, float) and not math.isfinite(v):
         return None
     if v is pd.NA or v is pd.NaT:
         return None

@@ -19,7 +19,12 @@ import pandas as pd
 import streamlit as st
 
 from greenbench.errors import StoreError
-from greenbench.reporting.leaderboard import LATER_METRICS, REPEAT_COLUMNS, TRUST_COLUMNS
+from greenbench.reporting.leaderboard import (
+    LATER_METRICS,
+    POOL_COLUMNS,
+    REPEAT_COLUMNS,
+    TRUST_COLUMNS,
+)
 from greenbench.reporting.repeats import columns_of
 from greenbench.store import read_frame, views
 
@@ -88,11 +93,13 @@ def status(db_path: Path) -> DbStatus:
 
 def repeats(db_path: Path) -> pd.DataFrame:
     """One row per repeat of every successful run: `leaderboard.REPEAT_COLUMNS`, and the later
-    metrics and the trust model's columns (`leaderboard.LATER_METRICS`, `TRUST_COLUMNS`) where
-    the database has them (an older one, opened read-only and never migrated here, lacks some:
-    they read as unknown)."""
+    metrics, the seed group the leaderboard pools seeds by and the trust model's columns
+    (`leaderboard.LATER_METRICS`, `POOL_COLUMNS`, `TRUST_COLUMNS`) where the database has them
+    (an older one, opened read-only and never migrated here, lacks some: they read as unknown,
+    and each configuration is a seed group of its own)."""
     known = columns_of(_query(str(db_path), views.STORED_COLUMNS))
-    columns = [*REPEAT_COLUMNS, *(c for c in (*LATER_METRICS, *TRUST_COLUMNS) if c in known)]
+    later = (*LATER_METRICS, *POOL_COLUMNS, *TRUST_COLUMNS)
+    columns = [*REPEAT_COLUMNS, *(c for c in later if c in known)]
     return _query(str(db_path), views.ok_repeats_sql(columns))
 
 

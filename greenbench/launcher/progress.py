@@ -7,7 +7,7 @@ written and never breaks the progress display or the failures table at the end.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -17,12 +17,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from greenbench.aggregate import run_medians
+from greenbench.aggregate.target import target_medians
 from greenbench.launcher.launch import (
     RunOptions,
     RunSummary,
     install_interrupt_handlers,
     run_specs,
 )
+from greenbench.settings import SEED_KEY
 from greenbench.settings.runspec import RunSpec
 from greenbench.vocabulary import energy_label
 from greenbench.vocabulary.flops import mfu_header
@@ -42,6 +44,7 @@ def run_with_progress(
     console = Console(stderr=True)
     install_interrupt_handlers()
     rows: list[tuple[str, str, Any]] = []
+    name = run_names(specs)
     with progress_bar(console) as progress:
         task = progress.add_task("starting", total=len(specs))
 
@@ -56,20 +59,21 @@ def run_with_progress(
                 progress.console.print(f"[yellow]{escape(info['message'])}[/yellow]")
                 return
             if kind == "start":
-                progress.update(task, description=escape(spec.name))
+                progress.update(task, description=escape(name(spec)))
                 return
             if kind == "skip":
                 progress.advance(task)
-                progress.console.print(f"{'skipped':<11} {'':12}  {escape(spec.name)} (already ok)")
+                shown = escape(name(spec))
+                progress.console.print(f"{'skipped':<11} {'':12}  {shown} (already ok)")
                 return
             progress.advance(task)
             status = info["status"]
             line = finished_line(
-                status, info["run_id"], spec.name, info.get("repeats") or [], info.get("error"),
+                status, info["run_id"], name(spec), info.get("repeats") or [], info.get("error"),
                 **{k: info.get(k) for k in CONTENTION_KEYS},
             )  # fmt: skip
             progress.console.print(line)
-            rows.append((spec.name, status, info.get("error")))
+            rows.append((name(spec), status, info.get("error")))
 
         try:
             summary = run_specs(
@@ -84,6 +88,18 @@ def run_with_progress(
             raise SystemExit(130) from None
     print_summary(console, rows, db_path)
     return summary
+
+
+def run_names(specs: Sequence[RunSpec]) -> Callable[[RunSpec], str]:
+    """How progress names a spec's run: its configuration's name, and its seed where the specs
+    run several (``greenbench run --seeds``), for a configuration's name does not hold it."""
+
+    def seed(spec: RunSpec) -> object:
+        return getattr(spec, "settings", {}).get(SEED_KEY)
+
+    if len({seed(spec) for spec in specs}) <= 1:
+        return lambda spec: spec.name
+    return lambda spec: f"{spec.name} seed={seed(spec)}"
 
 
 def progress_bar(console: Console) -> Progress:
@@ -138,6 +154,7 @@ def finished_line(
         mfu = f"{shown} {medians['mfu']:.1%}" if medians["mfu"] is not None else f"{shown} n/a"
         tps = medians["tokens_per_s"]
         line += f"  {tps:,.0f} tok/s  {escape(energy)}  {mfu}  (median of {len(repeats)} repeats)"
+        line += escape(to_target(repeats))
         trust = Trust.of(
             {
                 "energy_source": first.energy_source,
@@ -155,6 +172,25 @@ def finished_line(
     if error:
         line += f"  [red]{escape(str(error))}[/red]"
     return line
+
+
+def to_target(repeats: Sequence[Any]) -> str:
+    """A run to a target loss in a few words ("" for a window run): the target, how many
+    repeats reached it, and the medians to it that `list runs` shows
+    (`greenbench.aggregate.target.target_medians`: unknown where too few reached)."""
+    target = next((r.target_loss for r in repeats if getattr(r, "target_loss", None)), None)
+    if target is None:
+        return ""
+    medians = target_medians(repeats)
+    text = f"  target {target:.4g}: reached {medians['n_reached']}/{medians['n_to_target']}"
+    seconds, joules = medians["seconds_to_target"], medians["energy_to_target_j"]
+    if seconds is not None:
+        text += f", {seconds:.3g} s"
+        text += f", {joules:.3g} J" if joules is not None else ", energy unavailable"
+        text += " to it (median)"
+    elif medians["n_reached"]:
+        text += " (too few for a median)"
+    return text
 
 
 def print_summary(console: Console, rows: list[tuple[str, str, Any]], db_path: Path) -> None:

@@ -27,7 +27,7 @@ from typing import Any
 from greenbench.config import setting_of
 from greenbench.errors import SpecError
 from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
-from greenbench.settings import SCHEMA, identity_of
+from greenbench.settings import SCHEMA, identity_of, seed_group_of
 from greenbench.vocabulary import (
     OWN_LOOP_STRATEGY,
     WHOLE_PROCESS_STRATEGY,
@@ -84,6 +84,7 @@ def run_record(
         workload=workload,
         config_name=config_name,
         config_key=config_key(identity_of(s, workload)),
+        seed_group=seed_group_of(identity_of(s, workload)),
         config=json.dumps(
             {"workload": workload, "suite": None, "label": label, "settings": s},
             sort_keys=True,

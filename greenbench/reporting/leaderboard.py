@@ -28,6 +28,11 @@ whether its MFU peak agrees with its machine's (``peak_consistent``, where the r
 ``_ci_low``/``_ci_high`` columns then hold), and ``trust``: the markers every view prints.
 Contended rows are marked, not dropped; views let the user filter them.
 
+A row pools the runs of one seed group (`GROUP_KEYS`: a configuration run with several seeds,
+on the same hardware, with the same kind of energy figure): where it holds several seeds, each
+run's median is one sample of its medians and intervals, and ``n_seeds`` says how many
+(`greenbench.reporting.seeds`); with one seed, its repeats are, as before.
+
 Why our own Pareto front instead of a library's: the dominance rule has to be exactly "≤ on
 every axis and < on at least one" (a point tied on one axis with a strictly better point is
 dropped), NaNs must drop out rather than poison the comparison, and a sort-and-sweep over two
@@ -44,13 +49,14 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from greenbench.reporting.seeds import SEED_GROUP, n_seeds, samples, with_seed_group
 from greenbench.settings import SCHEMA
 from greenbench.stats import median_ci
 from greenbench.strategies.skippipe.settings import skips
 from greenbench.vocabulary import (
     LEADERBOARD_METRICS,
     OWN_MEASUREMENT_KINDS,
-    SAME_CONFIGURATION,
+    POOLED_OVER_SEEDS,
     Better,
     Metric,
     is_simulated,
@@ -61,7 +67,7 @@ from greenbench.vocabulary.trust import Trust, missing
 #: metrics aggregated per configuration (median with a CI; peak memory: the maximum)
 METRICS: dict[str, Metric] = {name: ALL_METRICS[name] for name in LEADERBOARD_METRICS}
 
-#: columns that describe a configuration (constant within a config_key)
+#: columns that describe a configuration (constant within a config_key, and a seed group)
 CONFIG_COLUMNS = (
     "workload",
     "config_name",
@@ -101,6 +107,10 @@ REPEAT_COLUMNS = (
     *(m for m in METRICS if m not in ("co2_g_per_mtok", *LATER_METRICS)),
 )
 
+#: what pooling over seeds reads, where the rows carry it (a database older than seed groups
+#: lacks it: each configuration is a group of its own): the dashboard and the report select it
+POOL_COLUMNS = (SEED_GROUP,)
+
 #: what the trust model reads, where the rows carry it (a database older than a column, or rows
 #: built without it, read as unknown): the dashboard and the report select these when present
 TRUST_COLUMNS = (
@@ -118,8 +128,8 @@ OWN_MEASUREMENT_STRATEGIES = tuple(OWN_MEASUREMENT_KINDS)
 #: their workload names' prefixes (``loop/NAME``, ``process/NAME``), read where rows lack a strategy
 OWN_MEASUREMENT_PREFIXES = ("loop/", "process/")
 
-#: one leaderboard row per "same configuration" (settings, hardware, kind of energy figure)
-GROUP_KEYS = SAME_CONFIGURATION
+#: one leaderboard row per seed group (the settings but the seed, hardware, kind of energy figure)
+GROUP_KEYS = POOLED_OVER_SEEDS
 
 
 def pareto_front(df: pd.DataFrame, x: str, y: str, x_better: Better, y_better: Better) -> pd.Series:
@@ -281,10 +291,11 @@ def trust_fields(group: pd.DataFrame) -> dict[str, object]:
     }
 
 
-def with_trust(row: dict[str, object]) -> dict[str, object]:
+def with_trust(row: dict[str, object], n_samples: int | None = None) -> dict[str, object]:
     """``row`` (a pooled row with ``n_repeats``, ``n_runs`` and `trust_fields`) with its
-    ``interval`` name and ``trust`` markers."""
-    trust = Trust.of(row)
+    ``interval`` name and ``trust`` markers; the interval is that of ``n_samples`` (a row pooled
+    over seeds: its runs), else of its repeats."""
+    trust = Trust.of(row, n_repeats=n_samples)
     return row | {"interval": trust.interval.name, "trust": trust.mark()}
 
 
@@ -305,8 +316,8 @@ def with_derived(rows: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _summary(values: pd.Series) -> tuple[float, float, float]:
-    xs = values.dropna().astype(float)
+def _summary(values: pd.Series | np.ndarray) -> tuple[float, float, float]:
+    xs = pd.Series(values, dtype=float).dropna()
     if xs.empty:
         return math.nan, math.nan, math.nan
     return median_ci(xs.tolist())
@@ -322,9 +333,13 @@ def _latest_sha_only(rows: pd.DataFrame) -> pd.DataFrame:
 def leaderboard(
     rows: pd.DataFrame, scope: Literal["latest", "all"] = "latest", confidence: float = 0.95
 ) -> pd.DataFrame:
-    """One row per configuration and energy source: medians, CIs, repeats, latest run.
+    """One row per configuration (its seeds pooled) and energy source: medians, CIs, repeats,
+    latest run.
 
-    ``rows`` holds one row per repeat of successful runs (:data:`REPEAT_COLUMNS`). With
+    ``rows`` holds one row per repeat of successful runs (:data:`REPEAT_COLUMNS`, and
+    ``seed_group`` where known: `POOL_COLUMNS`). A configuration run with several seeds is one
+    row whose medians and CIs take each run's median as one sample (``n_seeds`` of them; the
+    module docstring); ``config_key`` is its latest run's. With
     ``scope="latest"`` only the repeats of the configuration's most recent git sha are pooled
     (so code changes do not blur the numbers; :func:`history` shows the rest); ``"all"``
     pools every stored repeat. Measured and estimated energy are never pooled: the energy
@@ -427,10 +442,11 @@ def _skipped(strategy: str, config: object, name: str) -> float:
 def _pool(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
     """`leaderboard`'s pooling of ``rows`` (already chosen)."""
     columns = [
-        *dict.fromkeys((*GROUP_KEYS, *CONFIG_COLUMNS)),
+        *dict.fromkeys((*GROUP_KEYS, "config_key", *CONFIG_COLUMNS)),
         *(c for m in METRICS for c in (m, f"{m}_ci_low", f"{m}_ci_high")),
         "n_repeats",
         "n_runs",
+        "n_seeds",
         "git_sha",
         "suites",
         "latest_run_id",
@@ -443,7 +459,7 @@ def _pool(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
         raise ValueError(f"scope must be 'latest' or 'all', not {scope!r}")
     if rows.empty:
         return pd.DataFrame(columns=columns)
-    data = with_derived(rows)
+    data = with_seed_group(with_derived(rows))
     data["skipped_fraction"] = skipped_fraction(data)
     if scope == "latest":
         data = _latest_sha_only(data)
@@ -451,8 +467,9 @@ def _pool(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
     for _, group in data.groupby(list(GROUP_KEYS), dropna=False, sort=False):
         group = group.sort_values(["started_at", "repeat"])
         last = group.iloc[-1]
-        row = {k: last[k] for k in (*GROUP_KEYS, *CONFIG_COLUMNS)}
+        row = {k: last[k] for k in dict.fromkeys((*GROUP_KEYS, "config_key", *CONFIG_COLUMNS))}
         trust = trust_fields(group)
+        seeds = n_seeds(group)
         for m in METRICS:
             if m == "peak_mem_bytes":  # a peak is a maximum, not a typical value
                 med, low, high = float(group[m].max()), math.nan, math.nan
@@ -460,14 +477,16 @@ def _pool(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
                 med, low, high = math.nan, math.nan, math.nan  # net energy unknown: with why
             elif m not in group:  # a database or rows older than the metric: unknown
                 med, low, high = math.nan, math.nan, math.nan
-            else:
-                med, low, high = _summary(group[m])
+            else:  # over seeds: each run's median one sample (module docstring)
+                med, low, high = _summary(samples(group, m, per_run=seeds > 1))
             row |= {m: med, f"{m}_ci_low": low, f"{m}_ci_high": high}
         shas = group["git_sha"].unique()
         skipped = float(group["skipped_fraction"].max())
+        n_runs = group["run_id"].nunique()
         row |= {
             "n_repeats": len(group),
-            "n_runs": group["run_id"].nunique(),
+            "n_runs": n_runs,
+            "n_seeds": seeds,
             "git_sha": shas[0] if len(shas) == 1 else "mixed",
             "suites": ", ".join(sorted({str(s) for s in group["suite"].dropna()})),
             "latest_run_id": last["run_id"],
@@ -476,7 +495,7 @@ def _pool(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
             "partial_model": skipped > 0,
             **trust,
         }
-        out.append(with_trust(row))
+        out.append(with_trust(row, n_runs if seeds > 1 else None))
     board = pd.DataFrame(out, columns=columns)
     return board.sort_values(
         ["partial_model", "joules_per_token", "tokens_per_s"],

@@ -21,7 +21,7 @@ import pandas as pd
 from greenbench.errors import SpecError
 from greenbench.reporting.repeats import read_repeats, stored_columns
 from greenbench.store import read_frame, views
-from greenbench.vocabulary import SAME_CONFIGURATION
+from greenbench.vocabulary import SAME_CONFIGURATION, TARGET_FIGURES
 
 RUN_COLUMNS = (
     "run_id",
@@ -45,6 +45,7 @@ RUN_COLUMNS = (
     "started_at",
     "host",
     "peak_flops_source",
+    "seed_group",  # what `compare` pools seeds by (schema version 13 on)
 )
 RESULT_COLUMNS = (
     "repeat",
@@ -67,6 +68,11 @@ RESULT_COLUMNS = (
     "wait_fraction",
     "co2_g",
     "loss",
+    # a run to a target loss (schema version 13 on): its figures to target, `compare` judges
+    "target_loss",
+    "target_reached",
+    *TARGET_FIGURES,
+    "best_val_loss",
 )
 #: what the trust model reads (`greenbench.vocabulary.trust`), where the database has it: a
 #: column an older schema lacks reads as missing (unknown)

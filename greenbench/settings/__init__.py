@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from greenbench.config import Config, Schema
+from greenbench.config import Config, Schema, setting_of
 from greenbench.data.settings import DataSettings
 from greenbench.energy.settings import EnergySettings, GpuSettings
 from greenbench.models.settings import ModelSettings
@@ -69,9 +69,29 @@ def spec_key(spec: RunSpec) -> str:
     return config_key(spec_identity(spec))
 
 
+#: the setting a seed group leaves out of a configuration's identity
+SEED_KEY = setting_of(RunSettings, "seed").key
+
+
+def seed_group_of(identity: Mapping[str, Any]) -> str:
+    """The seed group of a configuration's ``identity`` (`identity_of`): the key of the identity
+    without its seed, so that runs differing only in their seed share it and are pooled over
+    seeds (each seed one sample), while ``config_key`` still tells them apart. Where
+    ``data.chain_seed`` is -1 the seed also draws the data's chain, and with it its loss floor
+    and a target stated as a share of the gap: the group's runs then differ in that too, as
+    another seed's run does."""
+    return config_key({k: v for k, v in identity.items() if k != SEED_KEY})
+
+
+def spec_seed_group(spec: RunSpec) -> str:
+    """``spec``'s seed group (`seed_group_of` of its identity)."""
+    return seed_group_of(spec_identity(spec))
+
+
 __all__ = [
     "DEFAULTS",
     "SCHEMA",
+    "SEED_KEY",
     "Config",
     "DataSettings",
     "DebugSettings",
@@ -88,6 +108,8 @@ __all__ = [
     "TrainSettings",
     "config_of",
     "identity_of",
+    "seed_group_of",
     "spec_identity",
     "spec_key",
+    "spec_seed_group",
 ]

@@ -14,13 +14,18 @@ from greenbench.errors import OutputError, StoreError
 from greenbench.outputs import atomic_file, resolve_target
 from greenbench.store import views, writer
 from greenbench.store.connection import _fetch_dicts, _read, read_every_table, read_frame
+from greenbench.vocabulary import TARGET_FIGURES
 from greenbench.vocabulary.trust import Trust, interval_for
 
 
 def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd.DataFrame:
     """Runs, newest first, with ``n_repeats``, the medians of tokens/s and J/token, and
     ``n_idle_unreliable``: the repeats whose idle baseline was unreliable (net energy unknown;
-    0 in a database older than the check).
+    0 in a database older than the check). From schema version 13 on, also a run to a target's
+    ``n_reached`` (repeats that reached it; NULL for a window run), the median of each figure
+    to target (``energy_to_target_j_median`` …, `TARGET_FIGURES`: a repeat that did not reach
+    counts as above every one that did, so the median is NULL where that leaves it unknown, as
+    `greenbench.aggregate.target.target_medians` gives it) and ``best_val_loss_median``.
 
     ``filters`` are ``column=value`` on ``runs`` columns (a list or tuple means IN, None means
     IS NULL), e.g. ``list_runs(db, workload="fsdp-vs-odc", label=["main", "feature"])``.
@@ -45,12 +50,16 @@ def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd
             if "idle_note" in _columns(con, "results")
             else "0"
         )
+        targets, target_medians = "", ""
+        if "target_reached" in _columns(con, "results"):
+            targets, target_medians = _target_medians_sql()
         sql = (
             "SELECT ru.*, COALESCE(s.n_repeats, 0) AS n_repeats, s.tokens_per_s_median, "
-            "s.joules_per_token_median, COALESCE(s.n_idle_unreliable, 0) AS n_idle_unreliable "
-            "FROM runs ru LEFT JOIN (SELECT run_id, count(*) AS n_repeats, median(tokens_per_s) "
-            "AS tokens_per_s_median, median(joules_per_token) AS joules_per_token_median, "
-            f"{idle} AS n_idle_unreliable FROM results GROUP BY run_id) s USING (run_id)"
+            "s.joules_per_token_median, COALESCE(s.n_idle_unreliable, 0) AS n_idle_unreliable"
+            f"{target_medians} FROM runs ru LEFT JOIN (SELECT run_id, count(*) AS n_repeats, "
+            "median(tokens_per_s) AS tokens_per_s_median, median(joules_per_token) AS "
+            f"joules_per_token_median, {idle} AS n_idle_unreliable{targets} FROM results "
+            "GROUP BY run_id) s USING (run_id)"
             + (" WHERE " + " AND ".join(where) if where else "")
             + " ORDER BY ru.started_at DESC, ru.run_id"
             + (f" LIMIT {int(limit)}" if limit is not None else "")
@@ -60,9 +69,32 @@ def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd
     return _read(Path(db_path), query, timeout_s=8.0)
 
 
+def _target_medians_sql() -> tuple[str, str]:
+    """`list_runs`' aggregates of a run's repeats to a target (over results) and the columns
+    they give (over those): a repeat that did not reach the target is +inf in each median,
+    and a median that is not finite is unknown (NULL)."""
+    inner = ", count(target_reached) AS n_to_target"
+    inner += ", count(*) FILTER (WHERE target_reached) AS n_reached" + "".join(
+        f", median(CASE WHEN target_reached THEN {f}::DOUBLE WHEN NOT target_reached THEN "
+        f"'inf'::DOUBLE END) AS {f}_median"
+        for f in TARGET_FIGURES
+    )
+    inner += ", median(best_val_loss) AS best_val_loss_median"
+    outer = (
+        ", CASE WHEN s.n_to_target > 0 THEN s.n_reached END AS n_reached"
+        + "".join(
+            f", CASE WHEN isfinite(s.{f}_median) THEN s.{f}_median END AS {f}_median"
+            for f in TARGET_FIGURES
+        )
+        + ", s.best_val_loss_median"
+    )
+    return inner, outer
+
+
 def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
-    """One run row (JSON columns parsed) with ``results`` and ``rank_results`` as lists of
-    dicts; ``run_id`` may be a unique prefix. Unknown or ambiguous → StoreError. MFU is read
+    """One run row (JSON columns parsed) with ``results``, ``rank_results``, ``comm_records``
+    and ``val_curve`` (a run to a target's evaluations) as lists of dicts; ``run_id`` may be a
+    unique prefix. Unknown or ambiguous → StoreError. MFU is read
     against the run's machine's peak, which the row carries with whether its own agrees
     (``peak_flops_machine``, ``peak_consistent``, ``peak_note``: `greenbench.store.views`)."""
     if not run_id:
@@ -91,6 +123,10 @@ def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
             "SELECT * EXCLUDE (run_id) FROM comm_records WHERE run_id = ?"
             " ORDER BY repeat, rank, dim, op",
             [rid],
+        )
+        tables = {t for (t,) in con.execute(views.TABLE_NAMES).fetchall()}
+        run["val_curve"] = (
+            _fetch_dicts(con, views.VAL_CURVE, [rid]) if "val_curve" in tables else []
         )
         return run
 
@@ -151,19 +187,22 @@ def export(db_path: str | Path, fmt: str, out: str | Path, *, force: bool = Fals
     options = {"csv": "FORMAT csv, HEADER", "json": "FORMAT json, ARRAY true"}
 
     def write(con: duckdb.DuckDBPyConnection, tmp: Path) -> None:
-        stored = _columns(con, "runs") | _columns(con, "results")
-        results = "re.* EXCLUDE (run_id, energy_source, energy_measured)"
+        runs, repeats = _columns(con, "runs"), _columns(con, "results")
+        stored = runs | repeats
+        # a column of both tables is the repeat's where the run has one (its energy source,
+        # its target loss), else the run's
+        both = sorted((runs & repeats) - {"run_id"})
+        results = f"re.* EXCLUDE (run_id, {', '.join(both)})"
         peaks = ""
         if "mfu_note" in stored:
             # MFU against the machine's peak, the run's own beside it (views' module docstring)
-            exclude = ("run_id", "energy_source", "energy_measured")
+            exclude = ("run_id", *both)
             results = views.mfu_star("re", "ru", "p", exclude, causal=views.CAUSAL_MFU in stored)
             peaks = f" LEFT JOIN {views.MACHINE_PEAKS} p USING (run_id)"
             stored |= set(views.PEAK_COLUMNS)
+        either = "".join(f"COALESCE(re.{c}, ru.{c}) AS {c}, " for c in both)
         sql = (
-            "SELECT ru.* EXCLUDE (energy_source, energy_measured), "
-            "COALESCE(re.energy_source, ru.energy_source) AS energy_source, "
-            "COALESCE(re.energy_measured, ru.energy_measured) AS energy_measured, "
+            f"SELECT ru.* EXCLUDE ({', '.join(both)}), {either}"
             f"{results}, count(re.repeat) OVER (PARTITION BY ru.run_id) AS n_repeats "
             f"FROM runs ru LEFT JOIN results re USING (run_id){peaks}"
         )

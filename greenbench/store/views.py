@@ -38,8 +38,20 @@ RESULT_TABLE_COLUMNS = frozenset(
         "gpu_power_avg_w", "gpu_power_peak_w", "energy_node_j", "energy_node_source",
         "energy_node_note", "energy_host_source", "idle_note", "visited_share", "useful_tokens",
         "useful_flops", "useful_tokens_per_s", "joules_per_useful_token",
+        # a run to a target loss (schema version 13 on; ``target_loss`` is the run's too)
+        "target_loss", "target_reached", "steps_to_target", "tokens_to_target",
+        "seconds_to_target", "energy_to_target_j", "energy_to_target_net_j", "best_val_loss",
+        "target_stopped_by", "eval_s", "eval_energy_j",
     }
 )  # fmt: skip
+
+#: a run's seed group (schema version 13 on): its own, else the one another run of the same
+#: configuration stored (one configuration has one seed group), else its config_key, a group of
+#: its own (runs stored before seed groups were kept, of a configuration not run since)
+SEED_GROUP = (
+    "coalesce(r.seed_group, (SELECT max(o.seed_group) FROM runs o"
+    " WHERE o.config_key = r.config_key), r.config_key)"
+)
 
 #: ``hardware.cpu_peak.CPU_GEMM_SOURCE`` (the store imports no torch)
 CPU_CALIBRATION = "cpu-gemm-calibration"
@@ -126,7 +138,8 @@ MATCHES = {
 def ok_repeats_sql(columns: Sequence[str], match: str | None = None) -> str:
     """One row per repeat of every ``ok`` run (those a `MATCHES` condition names, if given),
     oldest first; each column is taken from the results table if it has one, else from runs,
-    but `MFU_COLUMNS` are read against the machine's peak (module docstring)."""
+    but `MFU_COLUMNS` are read against the machine's peak (module docstring) and ``seed_group``
+    is `SEED_GROUP` (needs schema version 13)."""
     for column in columns:
         if not column.replace("_", "").isalnum():
             raise ValueError(f"not a column name: {column!r}")
@@ -135,6 +148,7 @@ def ok_repeats_sql(columns: Sequence[str], match: str | None = None) -> str:
     read = mfu_columns()
     select = ", ".join(
         f"{read[c]} AS {c}" if c in READ_AGAINST_MACHINE
+        else f"{SEED_GROUP} AS {c}" if c == "seed_group"
         else f"x.{c}" if c in RESULT_TABLE_COLUMNS
         else f"r.{c}"
         for c in columns
@@ -163,6 +177,11 @@ RUNS_OF_CONFIG = (
     " WHERE config_key = ? ORDER BY started_at DESC"
 )
 RUN_RECORD = "SELECT * FROM runs WHERE run_id = ?"
+#: one run's validation curves (a run to a target loss; schema version 13 on), per repeat
+VAL_CURVE = (
+    "SELECT repeat, step, tokens, seconds, joules, val_loss FROM val_curve WHERE run_id = ?"
+    " ORDER BY repeat, step"
+)
 
 
 def mfu_star(

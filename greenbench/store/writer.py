@@ -19,7 +19,7 @@ import duckdb
 import pandas as pd
 
 from greenbench.errors import StoreError
-from greenbench.results import RunOutcome
+from greenbench.results import RepeatResult, RunOutcome
 from greenbench.store.connection import (
     _JSON_COLUMNS,
     DatabaseLocked,
@@ -59,6 +59,8 @@ RUN_STATUSES = ("running", "ok", "failed", "interrupted", "skipped")
 #: skipped: refused before it ran (it cannot fit this machine), with the reason as its error
 FINAL_STATUSES = ("ok", "failed", "interrupted", "skipped")
 SHARD_SUFFIX = ".duckdb"
+#: the tables a run's results fill, replaced whole when its results are written again
+RESULT_TABLES = ("results", "rank_results", "power_samples", "comm_records", "val_curve")
 
 
 def new_run_id() -> str:
@@ -298,18 +300,23 @@ class Store:
         return row["run_id"] not in self._deferred
 
     def finish_run(self, run_id: str, outcome: RunOutcome) -> Path | None:
-        """Store a run's repeats, rank results and power samples and close its ``runs`` row,
-        in one transaction. Calling it again for the same run replaces what was stored.
+        """Store a run's repeats (their validation curves in ``val_curve``), rank results and
+        power samples and close its ``runs`` row (with its repeats' target loss, where it
+        trained to one), in one transaction. Calling it again for the same run replaces what
+        was stored.
 
         Waits up to ``write_wait_s`` for a file another process holds; if it cannot be written
         then (or the write fails), a run begun here goes to a shard, whose path is returned
         (None: stored in the file)."""
         if outcome.status not in FINAL_STATUSES:
             raise StoreError(f"finish_run: status must be one of {FINAL_STATUSES}")
-        results = [
-            {"run_id": run_id, **r.to_dict(), "step_times_s": json.dumps(list(r.step_times_s))}
+        results = [_result_row(run_id, r) for r in outcome.repeats]
+        curve = [
+            (run_id, r.repeat, p.step, p.tokens, p.seconds, p.joules, p.val_loss)
             for r in outcome.repeats
+            for p in r.val_curve
         ]
+        targets = [r.target_loss for r in outcome.repeats if r.target_loss is not None]
         ranks = [_rank_row(run_id, r) for r in outcome.ranks]
         comm = [
             (run_id, r.repeat, r.rank, c.dim, c.op, c.calls, c.bytes, c.seconds, c.wait_s)
@@ -333,7 +340,7 @@ class Store:
         try:
             with self._transaction(self.write_wait_s) as con:
                 self._own_row(con, run_id)
-                for table in ("results", "rank_results", "power_samples", "comm_records"):
+                for table in RESULT_TABLES:
                     con.execute(f"DELETE FROM {table} WHERE run_id = ?", [run_id])
                 for table, rows in (("results", results), ("rank_results", ranks)):
                     if rows:
@@ -349,6 +356,12 @@ class Store:
                         "seconds, wait_s) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         comm,
                     )
+                if curve:
+                    con.executemany(
+                        "INSERT INTO val_curve (run_id, repeat, step, tokens, seconds, joules, "
+                        "val_loss) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                        curve,
+                    )
                 if len(samples):
                     con.register("_greenbench_samples", samples)
                     cols = ", ".join(samples.columns)
@@ -363,13 +376,14 @@ class Store:
                     "peak_flops = COALESCE(?::DOUBLE, peak_flops), "
                     "peak_flops_source = COALESCE(?, peak_flops_source), "
                     "hardware = COALESCE(?::JSON, hardware), warnings = ?::JSON, error_tail = ?, "
-                    "log_path = ?, contended = ?, others_busy_cores = ?, other_greenbench = ? "
-                    "WHERE run_id = ?",
+                    "log_path = ?, contended = ?, others_busy_cores = ?, other_greenbench = ?, "
+                    "target_loss = COALESCE(?::DOUBLE, target_loss) WHERE run_id = ?",
                     [outcome.status, outcome.error, outcome.failed_rank, _utcnow(), source,
                      measured, outcome.peak_flops, outcome.peak_flops_source, hardware,
                      json.dumps(outcome.warnings) if outcome.warnings else None,
                      outcome.error_tail, outcome.log_path, outcome.contended,
-                     outcome.others_busy_cores, outcome.other_greenbench, run_id],
+                     outcome.others_busy_cores, outcome.other_greenbench,
+                     targets[0] if targets else None, run_id],
                 )  # fmt: skip
         except StoreError as exc:
             return self._to_shard(run_id, exc, outcome=outcome)
@@ -474,6 +488,13 @@ def _apply_migrations(con: duckdb.DuckDBPyConnection, from_version: int) -> None
         else:
             step(con)
         con.execute("INSERT INTO schema_version VALUES (?, ?)", [version + 1, _utcnow()])
+
+
+def _result_row(run_id: str, r: RepeatResult) -> dict[str, Any]:
+    """A repeat's ``results`` row: its fields but the validation curve (``val_curve`` rows)."""
+    row = {"run_id": run_id, **r.to_dict(), "step_times_s": json.dumps(list(r.step_times_s))}
+    del row["val_curve"]
+    return row
 
 
 def _rank_row(run_id: str, r: Any) -> dict[str, Any]:

@@ -15,6 +15,7 @@ from greenbench.vocabulary.energy import (
     is_simulated,
 )
 from greenbench.vocabulary.identity import (
+    POOLED_OVER_SEEDS,
     SAME_CONFIGURATION,
     config_key,
 )
@@ -24,6 +25,7 @@ from greenbench.vocabulary.metrics import (
     COMPARABLE_METRICS,
     LEADERBOARD_METRICS,
     METRICS,
+    TARGET_FIGURES,
     Better,
     Metric,
 )
@@ -46,8 +48,10 @@ __all__ = [
     "NODE_SOURCES",
     "OWN_LOOP_STRATEGY",
     "OWN_MEASUREMENT_KINDS",
+    "POOLED_OVER_SEEDS",
     "SAME_CONFIGURATION",
     "SIMULATED_SOURCE",
+    "TARGET_FIGURES",
     "WHOLE_PROCESS_STRATEGY",
     "Better",
     "Layout",

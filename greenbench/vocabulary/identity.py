@@ -11,7 +11,11 @@ ranks ran under CPU quotas), so runs on different kernels or arrangements are ne
 
 Two stored runs are comparable only when they also ran on the same kind of hardware and their
 energy came from the same kind of source: `SAME_CONFIGURATION` lists those columns, and the
-leaderboard, `compare`, reports and the dashboard all group by it.
+leaderboard, `compare`, reports and the dashboard all group by it. Runs of one configuration
+with different seeds (``greenbench run --seeds``) differ only in their ``config_key``; their
+``seed_group`` (the key of the identity without its seed, `greenbench.settings.seed_group_of`)
+is the same, and `POOLED_OVER_SEEDS`, the same columns with it in the key's place, is what the
+leaderboard's intervals and `compare` pool over, each seed's run one sample.
 """
 
 from __future__ import annotations
@@ -32,6 +36,11 @@ SAME_CONFIGURATION = (
     "energy_source",
     "energy_measured",
 )
+
+
+#: `SAME_CONFIGURATION` with the seed group in the configuration key's place: the runs of one
+#: configuration's seeds, on the same hardware, with the same kind of energy figure
+POOLED_OVER_SEEDS = tuple("seed_group" if c == "config_key" else c for c in SAME_CONFIGURATION)
 
 
 def config_key(identity: Mapping[str, Any]) -> str:

@@ -3,7 +3,9 @@
 One registry for the leaderboard, the dashboard, reports and `compare`. ``energy`` marks a
 metric derived from an energy figure (so it can be an estimate, and is labelled so);
 ``per_repeat`` marks a column of the ``results`` table (the others are derived per
-configuration, such as CO2 per million tokens).
+configuration, such as CO2 per million tokens); ``to_target`` marks a figure to a target loss,
+which a repeat that did not reach the target lacks: it took more than its budget, so it counts
+as worse than every repeat that did (`TARGET_FIGURES`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ class Metric:
     better: Better
     energy: bool = False
     per_repeat: bool = True
+    to_target: bool = False
 
     @property
     def column(self) -> str:
@@ -53,8 +56,19 @@ METRICS: dict[str, Metric] = {
         Metric("step_time_p50_s", "step time p50 (s)", "s", "min"),
         Metric("step_time_p95_s", "step time p95 (s)", "s", "min"),
         Metric("loss", "training loss (window mean)", "nats/token", "min"),
+        # a run to a target loss (``train.until = target``): unknown where it was not reached
+        # (energy, per_repeat, to_target)
+        Metric("energy_to_target_j", "energy to target (gross)", "J", "min", True, True, True),
+        Metric("energy_to_target_net_j", "energy to target (net)", "J", "min", True, True, True),
+        Metric("seconds_to_target", "time to target", "s", "min", to_target=True),
+        Metric("tokens_to_target", "tokens to target", "tokens", "min", to_target=True),
+        Metric("best_val_loss", "best validation loss", "nats/token", "min"),
     )
 }
+
+#: the figures to a target loss (their medians over repeats count a repeat that did not reach
+#: the target as above every one that did: `greenbench.aggregate.target.target_medians`)
+TARGET_FIGURES = tuple(name for name, m in METRICS.items() if m.to_target)
 
 #: what the leaderboard aggregates per configuration (median with a CI; memory: the maximum)
 LEADERBOARD_METRICS = (
@@ -83,6 +97,7 @@ COMPARABLE_METRICS = (
     "tokens_per_s",
     "mfu",
     "mfu_causal",
+    *TARGET_FIGURES,
 )
 #: short names `compare --metric` accepts
 ALIASES = {
@@ -92,4 +107,6 @@ ALIASES = {
     "step_time": "step_time_p50_s",
     "peak_mem": "peak_mem_bytes",
     "throughput": "tokens_per_s",
+    "energy_to_target": "energy_to_target_j",
+    "time_to_target": "seconds_to_target",
 }

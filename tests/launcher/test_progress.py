@@ -96,3 +96,40 @@ def _run_row(run_id: str) -> dict[str, Any]:
         "strategy": "single", "layout": "dp1", "device": "cpu", "device_type": "cpu:test",
         "nproc": 1, "nnodes": 1, "precision": "fp32", "seq_len": 64, "lengths": "fixed",
     }  # fmt: skip
+
+
+def test_each_seed_s_run_is_named_with_its_seed_where_several_run(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    specs = [SimpleNamespace(name="transformer/tiny", settings={"seed": k}) for k in (0, 1)]
+
+    def fake_run_specs(specs: list[Any], db_path: Path, *, on_event: Any, **_: Any) -> RunSummary:
+        for s in specs:
+            on_event("start", s, {"run_id": "r1"})
+            on_event("end", s, {"run_id": "r1", "status": "ok", "error": None, "repeats": []})
+        return RunSummary(run_ids=["r1"] * 2, statuses=["ok"] * 2, names=["x"] * 2,
+                          errors=[None] * 2)  # fmt: skip
+
+    monkeypatch.setattr(progress, "run_specs", fake_run_specs)
+    monkeypatch.setattr(progress, "install_interrupt_handlers", lambda: None)
+    progress.run_with_progress(specs, tmp_path / "db.duckdb")  # type: ignore[arg-type]
+    err = capsys.readouterr().err
+    assert "transformer/tiny seed=0" in err and "transformer/tiny seed=1" in err
+    one = progress.run_names(specs[:1])  # type: ignore[arg-type]
+    assert one(specs[0]) == "transformer/tiny"  # one seed: the name alone, as before
+
+
+def test_a_run_to_a_target_says_how_many_repeats_reached_it_and_the_medians_to_it() -> None:
+    def reached(k: int, hit: bool, seconds: float, joules: float | None) -> RepeatResult:
+        return repeat_result(
+            k, 60.0, 0.5, target_loss=3.25, target_reached=hit,
+            seconds_to_target=seconds if hit else None,
+            energy_to_target_j=joules if hit else None, best_val_loss=3.0,
+        )  # fmt: skip
+
+    line = _line([reached(0, True, 10.0, 500.0), reached(1, False, 0, None),
+                  reached(2, True, 12.0, 700.0)])  # fmt: skip
+    assert "target 3.25: reached 2/3, 12 s, 700 J to it (median)" in line
+    missed = _line([reached(0, True, 10.0, 500.0), reached(1, False, 0, None)])
+    assert "reached 1/2 (too few for a median)" in missed
+    assert "target" not in _line([repeat_result(0, 60.0, 0.5)])  # a window run

@@ -488,3 +488,35 @@ def test_history_marks_a_sha_with_a_contended_run() -> None:
     hist = history(rows, "a").set_index("git_sha")
     assert hist.loc["s2", "n_contended_runs"] == 1 and "⚠ contended" in hist.loc["s2", "trust"]
     assert hist.loc["s1", "n_contended_runs"] == 0 and "contended" not in hist.loc["s1", "trust"]
+
+
+def test_the_runs_of_one_seed_group_are_one_row_each_seed_s_run_one_sample() -> None:
+    """Three seeds of one configuration (three config_keys, one seed group): one row, whose
+    median and interval are over the runs' medians, not over the nine pooled repeats."""
+    seeds = [
+        repeat_rows(f"seed{k}", [10.0 + k] * 3, [0.5 + k / 10, 0.5 + k / 10, 0.9], run_id=f"r{k}",
+                    hours=k)
+        for k in range(3)
+    ]  # fmt: skip
+    rows = frame(*seeds).assign(seed_group="g")
+    board = leaderboard(rows)
+    assert len(board) == 1
+    row = board.iloc[0]
+    assert (row["n_seeds"], row["n_runs"], row["n_repeats"]) == (3, 3, 9)
+    run_medians = [0.5, 0.6, 0.7]  # each run's median J/token
+    med, low, high = median_ci(run_medians)
+    assert (row["joules_per_token"], row["joules_per_token_ci_low"]) == (med, low)
+    assert row["joules_per_token_ci_high"] == high == 0.7  # not the repeats' 0.9
+    assert row["tokens_per_s"] == 11.0
+    assert row["interval"] == "min–max range" and "min–max of 3" in row["trust"]  # 3 samples
+    assert row["config_key"] == "seed2"  # the latest run's
+    assert row["peak_mem_bytes"] == 300  # still the peak over every repeat
+
+
+def test_without_a_seed_group_each_configuration_is_its_own_row_as_before() -> None:
+    rows = frame(repeat_rows("a", [10.0] * 3, [0.5] * 3), repeat_rows("b", [10.0] * 3, [0.6] * 3,
+                                                                      run_id="r2"))  # fmt: skip
+    board = leaderboard(rows)  # rows from a database older than seed groups
+    assert sorted(board["config_key"]) == ["a", "b"] and set(board["n_seeds"]) == {1}
+    half = leaderboard(rows.assign(seed_group=["g"] * 3 + [None] * 3))
+    assert sorted(half["seed_group"]) == ["b", "g"]  # the unknown group is its config_key

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from greenbench.rank import emulated_gpu
 from greenbench.results import RunRecord
-from greenbench.settings import spec_key
+from greenbench.settings import spec_key, spec_seed_group
 from greenbench.settings.runspec import RunSpec
 from greenbench.vocabulary import is_user_workload
 
@@ -34,6 +34,7 @@ def spec_record(spec: RunSpec, run_id: str) -> RunRecord:
         workload=spec.workload,
         config_name=spec.name,
         config_key=spec_key(spec),
+        seed_group=spec_seed_group(spec),
         config=json.dumps(spec.to_dict(), sort_keys=True),
         model_family=model.family if model is not None else None,
         model_size=model.size if model is not None else None,

@@ -40,6 +40,17 @@ compute them the same way. Conventions, each chosen once here:
   with the reason in ``mfu_note``. (The launcher first re-measures a CPU peak that a run beat.)
 - **Two FLOP conventions** (`greenbench.vocabulary.flops`): ``flops``/``mfu`` are PaLM's (full
   attention), ``flops_causal``/``mfu_causal`` the causal one, unknown (None) when any rank's is.
+- **A run to a target loss** (`RankResult.target`; every rank reports one, or none does): the
+  window is the training up to where the run stopped, so a repeat that reached the target has
+  the repeat's own tokens, seconds and energy (gross and net, by the rules above) as its figures
+  to target, and one that did not has none of them (None: it took more than its budget, and how
+  much more is not known); its best validation loss is stored either way (measured: how close it
+  came). Evaluation's seconds are the slowest rank's, its joules summed over the ranks that read
+  a meter (unknown when one of them could not). The validation curve: each point's step, tokens
+  and loss as the ranks report them (the same on every rank), its seconds the slowest rank's and
+  its joules summed like the repeat's energy. A run's median of a figure to target
+  (`greenbench.aggregate.target.target_medians`) counts a repeat that did not reach the target
+  as above every repeat that did, so it is known only while those that reached hold the median.
 """
 
 from __future__ import annotations
@@ -48,6 +59,7 @@ import math
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from greenbench.aggregate.target import repeat_target
 from greenbench.energy.base import EnergyWindow
 from greenbench.results import RankResult, RepeatResult
 from greenbench.stats import median_ci, percentile
@@ -281,6 +293,9 @@ def aggregate_repeat(
         flops_causal=flops_causal,
         mfu_causal=mfu_causal,
         **beside,
+        **repeat_target(
+            ranks, tokens=tokens, seconds=seconds, energy_j=energy_j, energy_net_j=energy_net_j
+        ),
     )
 
 
