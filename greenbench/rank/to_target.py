@@ -212,6 +212,12 @@ def train_to_target(
             val_loss = loss_sum / max(n_tokens, 1)
             curve.append(ValPoint(step, tokens, train_s, run.joules, val_loss))
             seconds, joules = agreed(ctx, train_s, run.joules)
+            if val_loss <= target_loss and step == 0:
+                raise ValueError(
+                    f"the untrained model's held-out loss {val_loss:.4f} is already at or below "
+                    f"the target {target_loss:.4f}: there is nothing to train for (raise "
+                    "target.gap_closed or lower target.loss)"
+                )
             if val_loss <= target_loss:
                 stopped_by = "reached"
             elif step >= budget.max_steps:

@@ -7,13 +7,12 @@ from greenbench.errors import SpecError
 from greenbench.vocabulary import Layout
 
 
-def check_split(global_batch: int, parts: int, name: str = "data.global_batch") -> None:
-    """SpecError unless a minibatch of ``global_batch`` documents splits into ``parts``."""
+def check_split(global_batch: int, parts: int, *, held_out: bool = False) -> None:
+    """SpecError unless a minibatch of ``global_batch`` documents (the held-out set's with
+    ``held_out``) splits into ``parts``."""
     if global_batch % parts:
-        raise SpecError(
-            f"{name}={global_batch} must be divisible by the number of "
-            f"data-parallel ranks ({parts})"
-        )
+        what = f"eval.docs={global_batch}" if held_out else f"data.global_batch={global_batch}"
+        raise SpecError(f"{what} must be divisible by the number of data-parallel ranks ({parts})")
 
 
 def check_data_parallel(config: Config, layout: Layout) -> None:
@@ -21,4 +20,4 @@ def check_data_parallel(config: Config, layout: Layout) -> None:
     held-out set's where the run trains to a target."""
     check_split(config.data.global_batch, layout.dp)
     if config.train is not None and config.train.until == "target" and config.eval is not None:
-        check_split(config.eval.docs, layout.dp, "eval.docs")
+        check_split(config.eval.docs, layout.dp, held_out=True)
