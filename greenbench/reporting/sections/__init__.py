@@ -14,6 +14,7 @@ from greenbench.reporting.sections.board import LeaderboardSection
 from greenbench.reporting.sections.own import OwnMeasurementsSection
 from greenbench.reporting.sections.pareto import ParetoSection
 from greenbench.reporting.sections.seq_len import SeqLenSection
+from greenbench.reporting.sections.to_target import ToTargetSection
 from greenbench.reporting.sections.workloads import WorkloadsSection
 from greenbench.reporting.skippipe import SkipPipeSection
 
@@ -26,6 +27,7 @@ REPORT_SECTIONS: tuple[ReportSection, ...] = tuple(
             OdcSection(),
             HybridSection(),
             SkipPipeSection(),
+            ToTargetSection(),
             PowerLimitsSection(),
             OwnMeasurementsSection(),
             WorkloadsSection(),
