@@ -5,7 +5,9 @@ Run with ``greenbench dashboard --db PATH`` or ``streamlit run dashboard/app.py 
 read-only and closes it, so runs can write to the same file meanwhile. Tabs are addressable by
 URL (``?view=Pareto``) and only the open one is computed. The leaderboard and Pareto rank
 training runs only; simulated and emulated-GPU runs (modelled energy) and a user's own
-measurements are shown apart (`apart_views`), and Run detail and History open every kind.
+measurements are shown apart (`apart_views`), and Run detail and History open every kind. Runs
+to a target loss have the Quality tab (`quality_views`) and the Pareto view's "energy to target"
+axis, on which runs that skip stages per token are ranked too.
 """
 
 from __future__ import annotations
@@ -24,14 +26,15 @@ from greenbench.dashboard_app import (
     data,
     detail_views,
     power_views,
+    quality_views,
 )
 from greenbench.dashboard_app.filters import apply_filters, sidebar
 from greenbench.errors import StoreError
 from greenbench.reporting.leaderboard import leaderboard, skipping_board
 
 TABS = (
-    "Leaderboard", "Pareto", "Run detail", "History", "Comparisons", "Own measurements",
-    "Power limits",
+    "Leaderboard", "Pareto", "Run detail", "History", "Comparisons", "Quality",
+    "Own measurements", "Power limits",
 )  # fmt: skip
 CREATE_CMD = "greenbench run --suite smoke --db {db}"
 
@@ -107,10 +110,13 @@ def main() -> None:
     tabs = st.tabs(TABS, key="view", on_change="rerun", bind="query-params")
     views = {
         "Leaderboard": lambda: board_views.leaderboard_view(db, board),
-        "Pareto": lambda: board_views.pareto_view(db, board),
+        "Pareto": lambda: board_views.pareto_view(
+            db, board, lambda: quality_views.target_pareto_view(db, filters)
+        ),
         "Run detail": lambda: detail_views.run_detail_tab(db, board, apart),
         "History": lambda: detail_views.history_tab(filtered, board, apart),
         "Comparisons": lambda: compare_views.comparisons_tab(db, board, modelled, skipping),
+        "Quality": lambda: quality_views.quality_tab(db, filters),
         "Own measurements": lambda: apart_views.own_measurements_tab(db, own),
         "Power limits": lambda: power_views.power_limits_tab(db),
     }

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -74,8 +75,20 @@ def _picked(event: object) -> str | None:
     return None
 
 
-def pareto_view(db: Path, board: pd.DataFrame) -> None:
+#: the Pareto view's energy axes: per token (the leaderboard's), or to a target loss
+ENERGY_AXES = ("J/token", "energy to target")
+
+
+def pareto_view(db: Path, board: pd.DataFrame, to_target: Callable[[], None] | None = None) -> None:
+    """Any two leaderboard metrics against each other with their fronts; with ``to_target``
+    (the view of runs to a target loss), an "energy to target" axis beside J/token that
+    shows it instead."""
     st.subheader("Pareto front")
+    if to_target is not None:
+        axis = st.radio("energy axis", ENERGY_AXES, horizontal=True, key="p_axis")
+        if axis == ENERGY_AXES[1]:
+            to_target()
+            return
     metrics = list(METRICS)
     label = {m: METRICS[m].label for m in metrics}.get
     c1, c2, c3, c4 = st.columns(4)

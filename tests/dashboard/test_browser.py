@@ -251,6 +251,7 @@ def test_every_tab_in_headless_chromium(
 
                 seen.append(_open_tab(page, "History", "History across commits"))
                 seen.append(_open_tab(page, "Comparisons", "Simulated, not measured ("))
+                seen.append(_open_tab(page, "Quality", "No run trained to a target loss yet"))
                 seen.append(_open_tab(page, "Own measurements", "whole process"))
                 seen.append(_open_tab(page, "Power limits", "a model, not a measurement"))
             finally:
