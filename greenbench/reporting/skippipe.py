@@ -402,7 +402,9 @@ def section(db_path: str | Path) -> list[str]:
             "",
             "Loss here is the mean training loss over a short measured window (a few steps from "
             "the same initialisation): it is not the cost in convergence of skipping stages. "
-            f"That comes from {QUALITY}.",
+            f"That comes from {QUALITY}, and from runs to a target loss where the database "
+            'holds them (the section "Energy to a target loss": SkipPipe against the '
+            "straggler-aware full pipeline at equal quality).",
         ]
     if not sims.empty:
         lines += [
