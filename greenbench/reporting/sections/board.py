@@ -56,7 +56,9 @@ def skipping_note(measured: pd.DataFrame) -> list[str]:
         "here would put unequal work side by side. They are ranked within their own question in "
         "the SkipPipe section, against a full pipeline and a straggler-aware full pipeline, on "
         "useful tokens (the share of the (token, block) work they ran) beside the plain "
-        "figures, with the loss beside each: " + ", ".join(f"`{n}`" for n in names) + ".",
+        "figures, with the loss beside each; where they trained to a target loss, they are "
+        "ranked with every run on energy and time to it (the section on runs to a target, and "
+        "its Pareto front): " + ", ".join(f"`{n}`" for n in names) + ".",
     ]
 
 
