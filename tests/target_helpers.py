@@ -2,10 +2,8 @@
 repeat rows the views' pure functions take (`as_rows`) and as a database written by the real
 Store (`write_db`). Importable from any test (``pythonpath`` in pyproject).
 
-The Store writes each run's windows as it writes any run; the figures to a target, the seed
-group and the validation curves are then set on the stored rows with the columns and table the
-store keeps for them (added where the schema predates them), so the views read them as they
-read a real run's.
+Each repeat's rank carries its `TargetOutcome` (and validation curve), which the real
+aggregation and Store turn into the stored figures to target, as a run to a target's are.
 """
 
 from __future__ import annotations
@@ -16,13 +14,12 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-import duckdb
 import pandas as pd
 
 from greenbench.aggregate import aggregate_repeat
 from greenbench.energy.base import EnergyWindow
-from greenbench.results import RankResult, RunOutcome
-from greenbench.settings import identity_of
+from greenbench.results import RankResult, RunOutcome, TargetOutcome, ValPoint
+from greenbench.settings import identity_of, seed_group_of
 from greenbench.vocabulary import config_key
 
 T0 = datetime(2026, 3, 2, 9, 0, 0)
@@ -50,6 +47,7 @@ class TargetRun:
     measured: bool = True
     curve: list[tuple[int, float]] = field(default_factory=list)
     steps_per_s: float = 10.0
+    target: float = TARGET
 
     @property
     def all_settings(self) -> dict[str, Any]:
@@ -73,20 +71,20 @@ class TargetRun:
 
     @property
     def seed_group(self) -> str:
-        return config_key({k: v for k, v in self.identity.items() if k != "seed"})
+        return seed_group_of(self.identity)
 
 
 def _figures(run: TargetRun, reached: bool, seconds: float, joules: float, best: float) -> dict:
     steps = round(seconds * run.steps_per_s)
     return {
-        "target_loss": TARGET,
+        "target_loss": run.target,
         "target_reached": reached,
         "steps_to_target": steps if reached else None,
         "tokens_to_target": steps * 1024 if reached else None,
         "seconds_to_target": seconds if reached else None,
         "energy_to_target_j": joules if reached else None,
         "energy_to_target_net_j": joules * 0.6 if reached else None,
-        "best_val_loss": TARGET - 0.01 if reached else best,
+        "best_val_loss": run.target - 0.01 if reached else best,
         "eval_s": 0.25,
         "eval_energy_j": 1.5,
     }
@@ -130,22 +128,33 @@ def curve_rows(runs: list[TargetRun]) -> pd.DataFrame:
     return pd.DataFrame(out, columns=columns)
 
 
-#: the columns the store keeps for runs to a target (`greenbench.store`, schema version 13)
-RESULT_COLUMNS = {
-    "target_loss": "DOUBLE", "target_reached": "BOOLEAN", "steps_to_target": "BIGINT",
-    "tokens_to_target": "BIGINT", "seconds_to_target": "DOUBLE", "energy_to_target_j": "DOUBLE",
-    "energy_to_target_net_j": "DOUBLE", "best_val_loss": "DOUBLE", "eval_s": "DOUBLE",
-    "eval_energy_j": "DOUBLE",
-}  # fmt: skip
-RUN_COLUMNS = {"target_loss": "DOUBLE", "seed_group": "VARCHAR"}
-VAL_CURVE = (
-    "CREATE TABLE IF NOT EXISTS val_curve (run_id VARCHAR NOT NULL, repeat INTEGER NOT NULL, "
-    "step INTEGER NOT NULL, tokens BIGINT, seconds DOUBLE, joules DOUBLE, val_loss DOUBLE)"
-)
+def _rank(run: TargetRun, k: int) -> RankResult:
+    """Repeat ``k``'s one rank, its window and its outcome to the target (`TargetOutcome`)."""
+    reached, seconds, joules, best = run.repeats[k]
+    figures = _figures(run, reached, seconds, joules, best)
+    steps = round(seconds * run.steps_per_s)
+    curve = tuple(
+        ValPoint(step, step * 1024, step / run.steps_per_s, step / run.steps_per_s * 50.0, loss)
+        for step, loss in run.curve
+    )
+    outcome = TargetOutcome(
+        target_loss=run.target, reached=reached, steps=steps, tokens=steps * 1024,
+        best_val_loss=figures["best_val_loss"], eval_s=figures["eval_s"],
+        eval_energy_j=figures["eval_energy_j"],
+        stopped_by="reached" if reached else "max_steps", curve=curve,
+    )  # fmt: skip
+    return RankResult(
+        rank=0, local_rank=0, host="h", repeat=k, tokens=steps * 1024, seconds=seconds,
+        compute_s=seconds, comm_s=0.0, wait_s=0.0, step_times_s=(0.1, 0.1), peak_mem_bytes=1,
+        flops=1.0, loss=4.5, n_microbatches=1,
+        energy=EnergyWindow(run.source, run.measured, seconds, joules, energy_cpu_j=joules),
+        target=outcome,
+    )  # fmt: skip
 
 
 def write_db(db: Path, runs: list[TargetRun]) -> Path:
-    """``runs`` written by the real Store, then their figures to target set (module doc)."""
+    """``runs`` written by the real Store, each repeat's figures to target, its validation
+    curve and its run's seed group aggregated and stored as a run to a target's are."""
     from greenbench.store import Store
 
     with Store(db) as store:
@@ -154,6 +163,7 @@ def write_db(db: Path, runs: list[TargetRun]) -> Path:
             store.begin_run({
                 "run_id": run.run_id, "workload": run.workload, "suite": "convergence",
                 "config_name": run.name, "config_key": config_key(run.identity),
+                "seed_group": run.seed_group,
                 "config": {"workload": run.workload, "settings": s},
                 "model_family": s["model.family"], "model_size": s["model.size"],
                 "strategy": s["strategy"], "layout": f"dp{s['nproc']}", "device": "cpu",
@@ -161,51 +171,14 @@ def write_db(db: Path, runs: list[TargetRun]) -> Path:
                 "seq_len": s["data.seq_len"], "lengths": "fixed",
                 "started_at": T0 + timedelta(minutes=i),
             })  # fmt: skip
-            ranks = [
-                RankResult(
-                    rank=0, local_rank=0, host="h", repeat=k, tokens=int(seconds * 1024),
-                    seconds=seconds, compute_s=seconds, comm_s=0.0, wait_s=0.0,
-                    step_times_s=(0.1, 0.1), peak_mem_bytes=1, flops=1.0, loss=4.5,
-                    n_microbatches=1,
-                    energy=EnergyWindow(run.source, run.measured, seconds, joules,
-                                        energy_cpu_j=joules),
-                )
-                for k, (_, seconds, joules, _) in enumerate(run.repeats)
-            ]  # fmt: skip
+            ranks = [_rank(run, k) for k in range(len(run.repeats))]
             repeats = [
-                aggregate_repeat([r], idle_power_w=None, peak_flops=None, n_devices=1,
-                                 carbon_g_per_kwh=None)
-                for r in ranks
+                # idle at 0.4 of the window's mean power: net energy 0.6 of gross (`_figures`)
+                aggregate_repeat([r], idle_power_w=0.4 * joules / seconds, peak_flops=None,
+                                 n_devices=1, carbon_g_per_kwh=None)
+                for r, (_, seconds, joules, _) in zip(ranks, run.repeats, strict=True)
             ]  # fmt: skip
             store.finish_run(run.run_id, RunOutcome(status="ok", repeats=repeats, ranks=ranks))
-    con = duckdb.connect(str(db))
-    try:
-        for table, columns in (("results", RESULT_COLUMNS), ("runs", RUN_COLUMNS)):
-            for column, kind in columns.items():
-                con.execute(f"ALTER TABLE {table} ADD COLUMN IF NOT EXISTS {column} {kind}")
-        con.execute(VAL_CURVE)
-        for run in runs:
-            con.execute(
-                "UPDATE runs SET target_loss = ?, seed_group = ? WHERE run_id = ?",
-                [TARGET, run.seed_group, run.run_id],
-            )
-            for k, (reached, seconds, joules, best) in enumerate(run.repeats):
-                figures = _figures(run, reached, seconds, joules, best)
-                sets = ", ".join(f"{c} = ?" for c in figures)
-                con.execute(
-                    f"UPDATE results SET {sets} WHERE run_id = ? AND repeat = ?",
-                    [*figures.values(), run.run_id, k],
-                )
-        con.execute("DELETE FROM val_curve WHERE run_id IN (SELECT run_id FROM runs)")
-        curves = curve_rows(runs)
-        if len(curves):
-            con.register("curves", curves)
-            con.execute(
-                "INSERT INTO val_curve (run_id, repeat, step, tokens, seconds, joules, val_loss)"
-                " SELECT run_id, repeat, step, tokens, seconds, joules, val_loss FROM curves"
-            )
-    finally:
-        con.close()
     return db
 
 

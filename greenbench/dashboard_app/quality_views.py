@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+from pandas.io.formats.style import Styler
 
 from greenbench.dashboard_app import data, marking, quality_charts
 from greenbench.dashboard_app.filters import Filters, apply_filters
@@ -27,8 +28,10 @@ from greenbench.reporting.sections.to_target import findings_lines
 from greenbench.reporting.target_findings import DATA_PARALLEL
 from greenbench.reporting.target_rows import curves, target_rows
 from greenbench.reporting.to_target import (
+    ENERGY_FIGURES,
     LABELS,
     cell,
+    distinct_names,
     number,
     seed_rows,
     seeds_caption,
@@ -49,8 +52,13 @@ COLUMNS = (
     LABELS["energy_to_target_net_j"], LABELS["seconds_to_target"], LABELS["tokens_to_target"],
     LABELS["steps_to_target"], "evaluation (s)", "energy", "trust",
 )  # fmt: skip
-#: the energy columns of the table (marked "≈ … (est.)" on an estimate's row)
-ENERGY_COLUMNS = (LABELS["energy_to_target_j"], LABELS["energy_to_target_net_j"], "energy")
+#: the figures of the table, in its order
+TABLE_FIGURES = (
+    "energy_to_target_j", "energy_to_target_net_j", "seconds_to_target", "tokens_to_target",
+    "steps_to_target",
+)  # fmt: skip
+#: the table's energy figures (on an estimate's background on an estimate's row)
+ENERGY_COLUMNS = tuple(LABELS[f] for f in ENERGY_FIGURES)
 #: the figures the bars can show
 BAR_FIGURES = ("energy_to_target_j", "energy_to_target_net_j", "seconds_to_target")
 #: the energy axes of the to-target Pareto view
@@ -76,9 +84,10 @@ def seeds_of(db: Path, filters: Filters) -> pd.DataFrame:
 
 
 def labelled(board: pd.DataFrame) -> pd.DataFrame:
-    """``board`` with the dashboard's ``energy_kind`` and a ``trust`` cell (partial model,
-    contended) on every row."""
-    out = board.assign(energy_kind=marking.kind_names(board))
+    """``board`` with the dashboard's ``energy_kind``, a ``trust`` cell (partial model,
+    contended) on every row, and ``config_name`` made distinct (`to_target.distinct_names`:
+    a name the charts and the table tell rows apart by)."""
+    out = board.assign(energy_kind=marking.kind_names(board), config_name=distinct_names(board))
     out["trust"] = [
         " · ".join(
             m for m in (
@@ -92,23 +101,39 @@ def labelled(board: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def figure_cell(row: pd.Series, figure: str) -> str:
+    """One figure's cell (`to_target.cell`); an estimate's energy figure marked "≈ … (est.)"
+    (a not-reached cell's best loss is no energy figure, and is not)."""
+    s = spread(row, figure)
+    text = cell(s, float(row["best_not_reached"]))
+    if figure in ENERGY_FIGURES and s.reached:
+        return marking.mark(text, bool(row["energy_measured"]))
+    return text
+
+
 def table(board: pd.DataFrame) -> pd.DataFrame:
     """The Quality table (`COLUMNS`): the report's cells, not-reached ones included."""
-    rows = []
-    for _, r in board.iterrows():
-        best = float(r["best_not_reached"])
-        rows.append(
-            [
-                r["config_name"], target_text(r), f"{r['n_reached']}/{r['n_seeds']} seeds",
-                *(cell(spread(r, f), best) for f in (
-                    "energy_to_target_j", "energy_to_target_net_j", "seconds_to_target",
-                    "tokens_to_target", "steps_to_target")),
-                number(float(r["eval_s"])), marking.energy_label(r["energy_source"],
-                                                                 r["energy_measured"]),
-                r["trust"],
-            ]
-        )  # fmt: skip
+    rows = [
+        [
+            r["config_name"], target_text(r), f"{r['n_reached']}/{r['n_seeds']} seeds",
+            *(figure_cell(r, f) for f in TABLE_FIGURES), number(float(r["eval_s"])),
+            marking.energy_label(r["energy_source"], r["energy_measured"]), r["trust"],
+        ]
+        for _, r in board.iterrows()
+    ]  # fmt: skip
     return pd.DataFrame(rows, columns=list(COLUMNS))
+
+
+def styled(board: pd.DataFrame) -> Styler:
+    """`table` styled: the energy cells of an estimate's row on the estimate's background, a
+    contended row's trust cell marked (`marking.style_marked`)."""
+    shown = table(board)
+    styler = marking.style_marked(shown, board["energy_measured"], ("energy",))
+    estimated = list(shown.index[~board["energy_measured"].astype(bool).to_numpy()])
+    if estimated:
+        figures = pd.IndexSlice[estimated, list(ENERGY_COLUMNS)]
+        styler = styler.map(lambda _: marking.ESTIMATE_BG, subset=figures)
+    return styler
 
 
 def _empty() -> None:
@@ -131,7 +156,7 @@ def quality_tab(db: Path, filters: Filters) -> None:
         return
     board = labelled(target_board(seeds))
     st.dataframe(
-        marking.style_marked(table(board), board["energy_measured"], ENERGY_COLUMNS),
+        styled(board),
         hide_index=True,
         placeholder=marking.MISSING,
         key="quality_table",
@@ -158,6 +183,17 @@ def quality_tab(db: Path, filters: Filters) -> None:
         st.markdown("\n".join(said))
 
 
+def curve_lines(val: pd.DataFrame, seeds: pd.DataFrame, board: pd.DataFrame) -> pd.DataFrame:
+    """The validation curves ``val`` with each point's configuration as the board names it
+    (`labelled`'s distinct name), its seed and its kind of energy: a seed's run belongs to the
+    board row of its seed group and energy label."""
+    keys = ["seed_group", "energy"]
+    meta = seeds[["run_id", "seed", *keys]].merge(
+        board[[*keys, "config_name", "energy_kind"]], on=keys
+    )
+    return val.merge(meta, on="run_id")
+
+
 def _curves_part(db: Path, board: pd.DataFrame, seeds: pd.DataFrame) -> None:
     """Validation loss against training joules and seconds of the chosen configurations."""
     names = list(board["config_name"])
@@ -170,13 +206,7 @@ def _curves_part(db: Path, board: pd.DataFrame, seeds: pd.DataFrame) -> None:
     if val.empty:
         st.info("No validation curve is stored for these runs.")
         return
-    kinds = dict(zip(board["seed_group"] + "|" + board["energy"], board["energy_kind"],
-                     strict=True))  # fmt: skip
-    meta = runs[["run_id", "config_name", "seed", "energy", "seed_group"]].assign(
-        energy_kind=[kinds.get(f"{g}|{e}", "") for g, e in zip(runs["seed_group"],
-                                                                runs["energy"], strict=True)]
-    )  # fmt: skip
-    shown = val.merge(meta, on="run_id")
+    shown = curve_lines(val, runs, picked)
     targets = picked[["config_name", "target_loss"]].dropna()
     for x in ("joules", "seconds"):
         st.altair_chart(quality_charts.val_curve_chart(shown, x, targets), width="stretch")

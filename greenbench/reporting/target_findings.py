@@ -3,7 +3,8 @@
 hand: each statement is whatever the figures give, "cannot tell" included.
 
 * **Families** (`family_findings`): among single-rank configurations that differ only in their
-  model family (and seed), which reaches the target first and which with the least energy.
+  model family (with its own kernel settings, `FAMILY_KEYS`) and seed, which reaches the
+  target first and which with the least energy.
 * **SkipPipe** (`skippipe_findings`): whether SkipPipe (``skippipe.schedule = skippipe``)
   reaches the target in less time and with less energy than the straggler-aware full pipeline
   (``full-aware``, the strong baseline) under the same settings and straggler.
@@ -43,10 +44,16 @@ from greenbench.settings import (
 )
 from greenbench.strategies.fsdp_settings import FSDPSettings
 from greenbench.strategies.odc.settings import ODCSettings
-from greenbench.vocabulary.trust import interval_for
+from greenbench.vocabulary.trust import CONTENDED, interval_for
 
 SEED = setting_of(RunSettings, "seed").key
 FAMILY = setting_of(ModelSettings, "family").key
+#: what tells one family's configuration from another's otherwise the same: the family and its
+#: own kernel settings, resolved per family (a Mamba's scan, a Transformer's Liger kernels); the
+#: size (one preset name per family) stays
+FAMILY_KEYS = frozenset(
+    s.key for s in section_settings(ModelSettings) if s.key != setting_of(ModelSettings, "size").key
+)
 STRATEGY = setting_of(RunSettings, "strategy").key
 SCHEDULE = setting_of(SkipPipeSettings, "schedule").key
 SKIP = setting_of(SkipPipeSettings, "skip").key
@@ -133,6 +140,7 @@ def _figures(row: pd.Series, unit_time: str = "s", unit_energy: str = "J") -> st
         f"{cell(spread(row, 'seconds_to_target'), best, unit_time)}, "
         f"{cell(spread(row, 'energy_to_target_j'), best, unit_energy)}, "
         f"reached {row['n_reached']}/{row['n_seeds']} seeds"
+        + (f" ({CONTENDED}: a seed ran on a shared machine)" if row["contended"] else "")
     )
 
 
@@ -195,7 +203,7 @@ def family_findings(board: pd.DataFrame) -> list[FamilyFinding]:
     )
     if rows.empty:
         return []
-    keys = [same_but(r, lambda k: k == FAMILY) for _, r in rows.iterrows()]
+    keys = [same_but(r, FAMILY_KEYS.__contains__) for _, r in rows.iterrows()]
     out = []
     for _, group in rows.assign(_key=keys).groupby("_key", sort=False):
         group = group.drop_duplicates("model_family", keep="last")

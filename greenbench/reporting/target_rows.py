@@ -5,8 +5,8 @@ The thin query layer under `greenbench.reporting.to_target` (pooling), the repor
 and the dashboard's Quality tab; everything they compute is done on the frames read here. A
 database from before runs to a target were stored (no ``results.target_reached``, no
 ``val_curve`` table) reads as holding none: the views then show their empty states. A run's
-``seed_group`` (runs that differ only in their seed share it) reads as its ``config_key``
-where the run stored none.
+``seed_group`` (runs that differ only in their seed share it) is the store's
+(`greenbench.store.views.SEED_GROUP`).
 """
 
 from __future__ import annotations
@@ -15,48 +15,22 @@ from pathlib import Path
 
 import pandas as pd
 
+from greenbench.reporting.repeats import read_repeats
 from greenbench.store import read_frame
-from greenbench.store.views import STORED_COLUMNS, TABLE_NAMES
+from greenbench.store.views import TABLE_NAMES
 
-#: what a repeat row takes from ``runs``
-RUN_COLUMNS = (
-    "run_id", "config_key", "config_name", "config", "workload", "suite", "strategy",
-    "model_family", "model_size", "nproc", "nnodes", "device_type", "precision", "seq_len",
-    "lengths", "git_sha", "started_at", "contended", "simulated",
+#: what a repeat row to a target carries: its run's configuration and trust, and the repeat's
+#: own figures (energy labelled by the meter that read it; ``target_loss`` the repeat's)
+TARGET_ROW_COLUMNS = (
+    "run_id", "config_key", "seed_group", "config_name", "config", "workload", "suite",
+    "strategy", "model_family", "model_size", "nproc", "nnodes", "device_type", "precision",
+    "seq_len", "lengths", "git_sha", "started_at", "contended", "simulated", "repeat",
+    "energy_source", "energy_measured", "target_loss", "target_reached", "steps_to_target",
+    "tokens_to_target", "seconds_to_target", "energy_to_target_j", "energy_to_target_net_j",
+    "best_val_loss", "eval_s", "eval_energy_j",
 )  # fmt: skip
-#: what it takes from ``results`` (the repeat's own energy source: a repeat's figure is
-#: labelled by the meter that read it)
-RESULT_COLUMNS = (
-    "repeat", "energy_source", "energy_measured", "target_loss", "target_reached",
-    "steps_to_target", "tokens_to_target", "seconds_to_target", "energy_to_target_j",
-    "energy_to_target_net_j", "best_val_loss", "eval_s", "eval_energy_j",
-)  # fmt: skip
-#: every column of a target row, ``seed_group`` included
-TARGET_ROW_COLUMNS = (*RUN_COLUMNS, "seed_group", *RESULT_COLUMNS)
 #: the columns of a validation curve row (seconds and joules of training only)
 CURVE_COLUMNS = ("run_id", "repeat", "step", "tokens", "seconds", "joules", "val_loss")
-
-
-def _stored(db_path: str | Path) -> set[tuple[str, str]]:
-    frame = read_frame(db_path, STORED_COLUMNS)
-    return set(zip(frame["table_name"], frame["column_name"], strict=True))
-
-
-def target_rows_sql(stored: set[tuple[str, str]]) -> str | None:
-    """The query of `target_rows` over a database with ``stored`` (table, column) pairs; None
-    where its results table holds no run to a target (a schema from before them)."""
-    if ("results", "target_reached") not in stored:
-        return None
-    select = [f"r.{c}" if ("runs", c) in stored else f"NULL AS {c}" for c in RUN_COLUMNS] + [
-        f"x.{c}" if ("results", c) in stored else f"NULL AS {c}" for c in RESULT_COLUMNS
-    ]
-    group = "r.seed_group" if ("runs", "seed_group") in stored else "NULL"
-    select.insert(len(RUN_COLUMNS), f"coalesce({group}, r.config_key) AS seed_group")
-    return (
-        f"SELECT {', '.join(select)} FROM runs r JOIN results x USING (run_id)"
-        " WHERE r.status = 'ok' AND x.target_reached IS NOT NULL"
-        " ORDER BY r.started_at, x.repeat"
-    )
 
 
 def target_rows(db_path: str | Path) -> pd.DataFrame:
@@ -64,10 +38,8 @@ def target_rows(db_path: str | Path) -> pd.DataFrame:
     empty (with those columns) where the database holds none or no file is there."""
     if not Path(db_path).exists():
         return pd.DataFrame(columns=list(TARGET_ROW_COLUMNS))
-    sql = target_rows_sql(_stored(db_path))
-    if sql is None:
-        return pd.DataFrame(columns=list(TARGET_ROW_COLUMNS))
-    return read_frame(db_path, sql)
+    rows = read_repeats(db_path, TARGET_ROW_COLUMNS)
+    return rows[rows["target_reached"].notna()].reset_index(drop=True)
 
 
 #: the validation curves of the runs a list (``?``) names

@@ -255,6 +255,26 @@ def spread(row: pd.Series | dict[str, Any], figure: str) -> Spread:
 # ------------------------------------------------------------------------------ writing
 
 
+def distinct_names(board: pd.DataFrame) -> list[str]:
+    """Each board row's configuration name, made one of its own where names repeat: runs to
+    different targets (or with other settings that no name shows) share a name, so the target,
+    then the energy label, then the seed group's key is added until each is distinct."""
+    names = [str(n) for n in board["config_name"]]
+    for extra in (
+        lambda r: f"target {target_text(r)}",
+        lambda r: str(r["energy"]),
+        lambda r: f"group {str(r['seed_group'])[:8]}",
+    ):
+        seen = pd.Series(names).duplicated(keep=False)
+        if not seen.any():
+            break
+        names = [
+            f"{n} · {extra(r)}" if dup else n
+            for n, dup, (_, r) in zip(names, seen, board.iterrows(), strict=True)
+        ]
+    return names
+
+
 def number(v: float, unit: str = "") -> str:
     """``v`` in 4 significant digits (thousands separated above 10 000), "not reached" for +∞,
     "n/a" for unknown."""

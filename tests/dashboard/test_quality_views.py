@@ -11,10 +11,20 @@ from pathlib import Path
 
 import pytest
 from helpers import run_app, texts
-from target_helpers import FAST, SLOW, convergence_runs, seeds, write_db
+from target_helpers import (
+    CURVE,
+    FAST,
+    SLOW,
+    as_rows,
+    convergence_runs,
+    curve_rows,
+    seeds,
+    write_db,
+)
 
 from greenbench.dashboard_app import data
-from greenbench.dashboard_app.quality_views import EMPTY
+from greenbench.dashboard_app.quality_views import EMPTY, curve_lines, labelled
+from greenbench.reporting.to_target import seed_rows, target_board
 
 
 @pytest.fixture(autouse=True)
@@ -70,12 +80,18 @@ def test_the_quality_tab_says_what_the_runs_show(target_db, monkeypatch):
 
 
 def test_an_estimate_is_marked_in_the_quality_table(tmp_path, monkeypatch):
+    never = [(False, 60.0, 600.0, 4.123), (False, 60.0, 600.0, 4.3)]
     runs = [
         *seeds("t", {}, FAST, source="estimate", measured=False),
-        *seeds("m", {"model.family": "mamba"}, SLOW, source="estimate", measured=False),
+        *seeds("m", {"model.family": "mamba"}, never, source="estimate", measured=False),
     ]
     at = run_app(write_db(tmp_path / "e.duckdb", runs), monkeypatch, "Quality")
-    assert set(at.dataframe[0].value["energy"]) == {"≈ estimate"}
+    table = at.dataframe[0].value.set_index("configuration")
+    assert set(table["energy"]) == {"≈ estimate"}
+    energy = table["energy to target (J)"]
+    assert energy["transformer/tiny seq=128 fixed single×1"] == "≈ 110 [100–120] (est.)"
+    # how close a run came is a loss, not an energy figure: never marked as an estimate
+    assert energy["mamba/tiny seq=128 fixed single×1"] == "not reached (best 4.12)"
     assert "time × modelled power" in texts(at)
 
 
@@ -118,3 +134,21 @@ def test_energy_to_target_without_runs_to_a_target(dashboard_db, monkeypatch):
     at.radio(key="p_axis").set_value("energy to target").run()
     assert not at.exception
     assert EMPTY in texts(at)
+
+
+def test_configurations_sharing_a_name_get_their_own_lines(tmp_path, monkeypatch):
+    runs = [
+        *seeds("a", {}, FAST, curve=CURVE),
+        *seeds("b", {"target.gap_closed": 0.3}, SLOW, curve=CURVE, target=5.5),
+    ]
+    at = run_app(write_db(tmp_path / "n.duckdb", runs), monkeypatch, "Quality")
+    names = list(at.dataframe[0].value["configuration"])
+    assert names == [
+        "transformer/tiny seq=128 fixed single×1 · target 4",
+        "transformer/tiny seq=128 fixed single×1 · target 5.5",
+    ]
+    assert at.multiselect(key="quality_curves").value == names
+    pooled = seed_rows(as_rows(runs))
+    lines = curve_lines(curve_rows(runs), pooled, labelled(target_board(pooled)))
+    by_run = lines.groupby("run_id")["config_name"].first()
+    assert by_run["a0"] == by_run["a1"] == names[0] and by_run["b0"] == names[1]

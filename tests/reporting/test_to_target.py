@@ -14,6 +14,7 @@ from greenbench.reporting.to_target import (
     Spread,
     cell,
     censored,
+    distinct_names,
     seed_rows,
     seeds_caption,
     spread,
@@ -117,3 +118,17 @@ def test_a_configuration_that_did_not_reach_is_on_no_front():
     board = board_of(runs)
     front = target_front(board)
     assert list(board[front]["config_name"]) == ["transformer/tiny seq=128 fixed single×1"]
+
+
+def test_configurations_that_share_a_name_are_told_apart_by_their_target():
+    runs = [
+        TargetRun("a0", {"seed": 0}, [(True, 10.0, 100.0, 0)]),
+        TargetRun("b0", {"seed": 0, "target.gap_closed": 0.3}, [(True, 5.0, 50.0, 0)], target=5.5),
+        TargetRun("m0", {"seed": 0, "model.family": "mamba"}, [(True, 10.0, 100.0, 0)]),
+    ]
+    names = dict(zip(board_of(runs)["latest_run_id"], distinct_names(board_of(runs)), strict=True))
+    assert names == {
+        "a0": "transformer/tiny seq=128 fixed single×1 · target 4",
+        "b0": "transformer/tiny seq=128 fixed single×1 · target 5.5",
+        "m0": "mamba/tiny seq=128 fixed single×1",
+    }

@@ -21,7 +21,12 @@ from greenbench.reporting.cells import ESTIMATE_FOLLOWS_TIME, PARTIAL
 from greenbench.reporting.leaderboard import comparable_front
 from greenbench.reporting.section import ReportContext
 from greenbench.reporting.sections.to_target import reported_rows
-from greenbench.reporting.to_target import seed_rows, target_board, target_front
+from greenbench.reporting.to_target import (
+    distinct_names,
+    seed_rows,
+    target_board,
+    target_front,
+)
 from greenbench.vocabulary.trust import CONTENDED, flagged
 
 
@@ -126,6 +131,7 @@ def to_target_lines(board: pd.DataFrame, out_dir: Path) -> list[str]:
     if board.empty:
         return []
     head = ["", "### Time against energy to a target loss", ""]
+    board = board.assign(config_name=distinct_names(board))
     front = target_front(board)
     drawn = board[_finite(board)]
     if drawn.empty:
@@ -161,7 +167,7 @@ def to_target_lines(board: pd.DataFrame, out_dir: Path) -> list[str]:
         names = ", ".join(f"`{n}`" for n in f["config_name"])
         lines.append(f"- Pareto front to target, `{workload}`, energy {energy}: {names}")
         if energy == "estimate":
-            lines.append(f"  - its energy is an {ESTIMATE_FOLLOWS_TIME}: read it as time")
+            lines.append(f"  - its energy is an {ESTIMATE_FOLLOWS_TIME}")
         if partial.any():
             ranked = ", ".join(f"`{n}`" for n in g[partial]["config_name"])
             lines.append(f"  - ranked on this front, though off the J/token one ({PARTIAL}): "

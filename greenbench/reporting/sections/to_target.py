@@ -20,6 +20,7 @@ from greenbench.reporting.target_rows import curves, target_rows
 from greenbench.reporting.to_target import (
     LABELS,
     cell,
+    distinct_names,
     number,
     seed_rows,
     seeds_caption,
@@ -55,7 +56,7 @@ def name_cell(r: pd.Series) -> str:
 def table_lines(board: pd.DataFrame) -> list[str]:
     """One Markdown table row per configuration (`HEADINGS`)."""
     lines = [row(HEADINGS), row(["---"] * len(HEADINGS))]
-    for _, r in board.iterrows():
+    for _, r in board.assign(config_name=distinct_names(board)).iterrows():
         best = float(r["best_not_reached"])
         lines.append(
             row(
