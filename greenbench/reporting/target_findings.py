@@ -36,6 +36,7 @@ from greenbench.reporting.skippipe import condition
 from greenbench.reporting.to_target import Spread, cell, spread
 from greenbench.settings import (
     SCHEMA,
+    DataSettings,
     LayoutSettings,
     ModelSettings,
     RunSettings,
@@ -57,10 +58,12 @@ FAMILY_KEYS = frozenset(
 STRATEGY = setting_of(RunSettings, "strategy").key
 SCHEDULE = setting_of(SkipPipeSettings, "schedule").key
 SKIP = setting_of(SkipPipeSettings, "skip").key
-#: what tells DDP, FSDP and ODC of one setting apart: the strategy, its own sections and the
-#: layout it implies (the workload's name too: the same settings are the same training)
+#: what tells DDP, FSDP and ODC of one setting apart: the strategy, its own sections, the
+#: layout it implies and how it splits a minibatch over the ranks (``data.balance``, which ODC
+#: resolves to its balancing by cost: the same minibatch, shared otherwise); the workload's
+#: name too (the same settings are the same training)
 STRATEGY_KEYS = frozenset(
-    {STRATEGY, "workload"}
+    {STRATEGY, setting_of(DataSettings, "balance").key, "workload"}
     | {s.key for cls in (LayoutSettings, FSDPSettings, ODCSettings) for s in section_settings(cls)}
 )
 DATA_PARALLEL = ("ddp", "fsdp", "odc")
