@@ -21,12 +21,18 @@ from target_helpers import (
 )
 
 from greenbench.reporting.target_findings import (
+    DATA_PARALLEL,
+    FAMILY_KEYS,
     SAME_LOSS_RTOL,
+    SCHEDULE,
+    SKIP,
+    STRATEGY_KEYS,
     Spread,
     Verdict,
     compare,
     curve_findings,
     family_findings,
+    same_but,
     skippipe_findings,
 )
 from greenbench.reporting.to_target import seed_rows, target_board
@@ -171,3 +177,26 @@ def test_one_strategy_alone_or_another_setting_is_no_comparison():
                       [(True, 10.0, 100.0, 0)], curve=CURVE)  # fmt: skip
     runs = [_dp("ddp", 0, CURVE), other]
     assert curve_findings(seed_rows(as_rows(runs)), curve_rows(runs)) == []
+
+
+def test_the_convergence_suite_falls_into_the_groups_its_statements_compare():
+    """Each comparison of the `convergence` suite is one group once its settings are resolved
+    (a family's own scan, ODC's balancing by cost): none is lost to a setting the resolution
+    sets apart."""
+    from greenbench.spec import expand_suite
+    from greenbench.suite import load_suite
+
+    specs = expand_suite(load_suite("convergence"), {}, label=None, machine_device="cpu")
+    rows = [
+        {"settings": s.settings, "workload": s.workload, "device_type": "cpu", "energy": "e",
+         "strategy": s.settings["strategy"]}
+        for s in specs
+    ]  # fmt: skip
+
+    def groups(dropped, strategies: tuple[str, ...]) -> list[int]:
+        keys = [same_but(r, dropped) for r in rows if r["strategy"] in strategies]
+        return sorted(keys.count(k) for k in set(keys))
+
+    assert groups(FAMILY_KEYS.__contains__, ("single",)) == [6]  # 3 families × 2 seeds
+    assert groups(STRATEGY_KEYS.__contains__, DATA_PARALLEL) == [6]  # 3 strategies × 2 seeds
+    assert groups(lambda k: k in (SCHEDULE, SKIP), ("skippipe",)) == [4]  # 2 schedules × 2
