@@ -172,10 +172,11 @@ def quality_tab(db: Path, filters: Filters) -> None:
     if len(missed):
         st.caption(
             "No bar, their median seed did not reach the target: "
-            + ", ".join(f"{n} ({cell(spread(r, figure), float(r['best_not_reached']))})"
-                        for n, (_, r) in zip(missed["config_name"], missed.iterrows(),
-                                             strict=True))
-        )  # fmt: skip
+            + ", ".join(
+                f"{r['config_name']} ({cell(spread(r, figure), float(r['best_not_reached']))})"
+                for _, r in missed.iterrows()
+            )
+        )
     _curves_part(db, board, seeds)
     wanted = tuple(seeds[seeds["strategy"].isin(DATA_PARALLEL)]["run_id"])
     said = findings_lines(board, seeds, _curves(str(db), wanted))
