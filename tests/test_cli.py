@@ -99,6 +99,11 @@ def test_run_workload_stores_honest_results(tmp_path: Path):
         (["run", "--workload", "transformer-vs-mamba", "--set", "data.seq_len=x"], "expects int"),
         (["run", "--workload", "transformer-vs-mamba", "--device", "cuda"], "no CUDA device"),
         (["run"], "exactly one of --suite"),
+        (
+            ["run", "--workload", "convergence", "--set", "target.loss=1.5"],
+            "at or below the data's entropy floor",
+        ),
+        (["run", "--workload", "convergence", "--set", "target.gap_closed=1.2"], "between 0 and 1"),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, monkeypatch, args, message):

@@ -186,10 +186,14 @@ def to_target(repeats: Sequence[Any]) -> str:
     seconds, joules = medians["seconds_to_target"], medians["energy_to_target_j"]
     if seconds is not None:
         text += f", {seconds:.3g} s"
-        text += f", {joules:.3g} J" if joules is not None else ", energy unavailable"
+        label = "" if getattr(repeats[0], "energy_measured", False) else " (estimate)"
+        text += f", {joules:.3g} J{label}" if joules is not None else ", energy unavailable"
         text += " to it (median)"
     elif medians["n_reached"]:
         text += " (too few for a median)"
+    else:
+        best = medians["best_val_loss"]
+        text += f", not reached (best {best:.4g})" if best is not None else ", not reached"
     return text
 
 

@@ -129,7 +129,9 @@ def test_a_run_to_a_target_says_how_many_repeats_reached_it_and_the_medians_to_i
 
     line = _line([reached(0, True, 10.0, 500.0), reached(1, False, 0, None),
                   reached(2, True, 12.0, 700.0)])  # fmt: skip
-    assert "target 3.25: reached 2/3, 12 s, 700 J to it (median)" in line
+    assert "target 3.25: reached 2/3, 12 s, 700 J (estimate) to it (median)" in line
     missed = _line([reached(0, True, 10.0, 500.0), reached(1, False, 0, None)])
     assert "reached 1/2 (too few for a median)" in missed
     assert "target" not in _line([repeat_result(0, 60.0, 0.5)])  # a window run
+    never = _line([reached(0, False, 0, None), reached(1, False, 0, None)])
+    assert "reached 0/2, not reached (best 3)" in never
