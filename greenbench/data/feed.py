@@ -49,14 +49,18 @@ class DataPlan:
             cost_fit=(data.cost_a, data.cost_b) if data.cost_model == MEASURED else None,
         )
 
-    def split(self, step: int, parts: int) -> list[StepBatch]:
-        """Step ``step``'s minibatch split into ``parts`` (one StepBatch each, in order)."""
+    def split(
+        self, step: int, parts: int, *, docs: int | None = None, held_out: bool = False
+    ) -> list[StepBatch]:
+        """Step ``step``'s minibatch split into ``parts`` (one StepBatch each, in order);
+        ``docs`` documents instead of ``global_batch``, from the held-out stream with
+        ``held_out`` (`make_step_batches`)."""
         return make_step_batches(
             step,
             source=self.source,
             lengths=self.lengths,
             seq_len=self.seq_len,
-            global_batch=self.global_batch,
+            global_batch=self.global_batch if docs is None else docs,
             micro_batch=self.micro_batch,
             world_size=parts,
             mode=self.balance,
@@ -64,6 +68,7 @@ class DataPlan:
             scale=self.scale,
             seed=self.seed,
             cost_fit=self.cost_fit,
+            held_out=held_out,
         )
 
     def part(self, step: int, index: int, parts: int) -> StepBatch:
@@ -86,19 +91,4 @@ class HeldOut:
     docs: int
 
     def part(self, step: int, index: int, parts: int) -> StepBatch:
-        p = self.plan
-        return make_step_batches(
-            0,
-            source=p.source,
-            lengths=p.lengths,
-            seq_len=p.seq_len,
-            global_batch=self.docs,
-            micro_batch=p.micro_batch,
-            world_size=parts,
-            mode=p.balance,
-            cost_model=p.cost_model,
-            scale=p.scale,
-            seed=p.seed,
-            cost_fit=p.cost_fit,
-            held_out=True,
-        )[index]
+        return self.plan.split(0, parts, docs=self.docs, held_out=True)[index]
