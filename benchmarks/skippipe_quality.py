@@ -250,7 +250,7 @@ def plot(runs: dict, floor: float, targets: list[float], path: Path):
             ax.axhline(target, color="tab:red", lw=0.8, ls=":", label="targets" if k == 0 else None)
         ax.axhline(floor, color="k", lw=0.8, ls="--", label="entropy floor")
         ax.xaxis.set_major_locator(MaxNLocator(nbins=6))
-        if x == 0:
+        if x == 1:  # tokens
             ax.xaxis.set_major_formatter(EngFormatter(sep=""))  # 300k, not 300000
         ax.set_xlabel(label)
         ax.set_ylabel("held-out loss (nats/token)")
