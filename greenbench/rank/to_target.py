@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import math
-import socket
 import time
 from dataclasses import dataclass, field, replace
 
@@ -31,7 +30,7 @@ from greenbench.rank.state_memory import StateMemory
 from greenbench.rank.training import (
     flag_short,
     make_optimizer,
-    peak_memory_bytes,
+    rank_result,
     reset_peak_memory,
     settle_communication,
 )
@@ -277,32 +276,11 @@ def train_to_target(
             stopped_by=stopped_by,
             curve=tuple(curve),
         )
-        return RankResult(
-            rank=ctx.rank,
-            local_rank=ctx.local_rank,
-            host=socket.gethostname(),
-            repeat=repeat,
-            tokens=t.tokens,
-            seconds=train_s,
-            compute_s=t.compute_s,
-            comm_s=t.comm_s,
-            wait_s=t.wait_s,
-            step_times_s=tuple(t.step_times_s),
-            peak_mem_bytes=peak_memory_bytes(ctx.device),
-            flops=t.flops,
-            flops_causal=t.flops_causal,
-            loss=t.mean_loss,
-            n_microbatches=t.n_microbatches,
-            energy=window,
-            comm=tuple(run.comm.values()),
-            comm_note="; ".join(run.comm_notes),
-            extra_energy=tuple(w for ws in run.beside if (w := merged_window(ws)) is not None),
-            param_bytes=state.param_bytes,
-            grad_bytes=state.grad_bytes,
-            optim_bytes=state.optim_bytes,
-            activation_bytes=state.activation_bytes,
-            useful_tokens=t.useful_tokens,
-            target=outcome,
+        t.comm_note = "; ".join(run.comm_notes)
+        beside = tuple(w for ws in run.beside if (w := merged_window(ws)) is not None)
+        comm_records = tuple(run.comm.values())
+        return rank_result(
+            ctx, repeat, t, train_s, window, comm_records, beside, state, target=outcome
         )
     finally:
         meters.close()

@@ -5,6 +5,7 @@ a window's communication, and the note on a window too short for its meter."""
 from __future__ import annotations
 
 import math
+import socket
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,10 @@ import torch
 
 from greenbench.distributed.comm import CommRecorder
 from greenbench.distributed.device import DistContext
+from greenbench.energy.base import EnergyWindow
+from greenbench.rank.state_memory import StateBytes
 from greenbench.rank.window import WindowTally, settle_calls, unsplit_note
-from greenbench.results import CommRecord
+from greenbench.results import CommRecord, RankResult
 
 
 def reset_peak_memory(device: torch.device) -> None:
@@ -84,3 +87,45 @@ def settle_communication(
 def flag_short(window, seconds: float, min_s: float):
     note = f"window {seconds:.2f} s is shorter than {min_s:.2f} s (raise train.max_steps)"
     return replace(window, note=f"{window.note}; {note}" if window.note else note)
+
+
+def rank_result(
+    ctx: DistContext,
+    repeat: int,
+    tally: WindowTally,
+    seconds: float,
+    window: EnergyWindow | None,
+    comm: tuple[CommRecord, ...],
+    beside: tuple[EnergyWindow, ...],
+    state: StateBytes,
+    **more: Any,
+) -> RankResult:
+    """This rank's result for one repeat from its settled tally (a window run's window, or a
+    run to a target's segments added up), with ``more`` fields (a target's outcome)."""
+    return RankResult(
+        rank=ctx.rank,
+        local_rank=ctx.local_rank,
+        host=socket.gethostname(),
+        repeat=repeat,
+        tokens=tally.tokens,
+        seconds=seconds,
+        compute_s=tally.compute_s,
+        comm_s=tally.comm_s,
+        wait_s=tally.wait_s,
+        step_times_s=tuple(tally.step_times_s),
+        peak_mem_bytes=peak_memory_bytes(ctx.device),
+        flops=tally.flops,
+        flops_causal=tally.flops_causal,
+        loss=tally.mean_loss,
+        n_microbatches=tally.n_microbatches,
+        energy=window,
+        comm=comm,
+        comm_note=tally.comm_note,
+        extra_energy=beside,
+        param_bytes=state.param_bytes,
+        grad_bytes=state.grad_bytes,
+        optim_bytes=state.optim_bytes,
+        activation_bytes=state.activation_bytes,
+        useful_tokens=tally.useful_tokens,
+        **more,
+    )

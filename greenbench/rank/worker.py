@@ -20,7 +20,6 @@ import contextlib
 import json
 import math
 import os
-import socket
 import sys
 import time
 import traceback
@@ -41,7 +40,7 @@ from greenbench.rank.state_memory import StateMemory
 from greenbench.rank.training import (
     flag_short,
     make_optimizer,
-    peak_memory_bytes,
+    rank_result,
     reset_peak_memory,
     settle_communication,
 )
@@ -167,7 +166,6 @@ def train_and_measure(
         modelled = device.step_s(0.0, min(warm_flops[settled], default=0.0))
         warm_times = warm_times if modelled is None else [modelled, modelled]
     n_steps = steps_per_window(train, warm_times, ctx)
-    host = socket.gethostname()
     memory = StateMemory(model, optimizer, strategy.parameters(model))
     results = []
     try:
@@ -227,32 +225,7 @@ def train_and_measure(
             if window is not None and seconds < train.min_window_s:
                 window = flag_short(window, seconds, train.min_window_s)
             results.append(
-                RankResult(
-                    rank=ctx.rank,
-                    local_rank=ctx.local_rank,
-                    host=host,
-                    repeat=repeat,
-                    tokens=tally.tokens,
-                    seconds=seconds,
-                    compute_s=tally.compute_s,
-                    comm_s=tally.comm_s,
-                    wait_s=tally.wait_s,
-                    step_times_s=tuple(tally.step_times_s),
-                    peak_mem_bytes=peak_memory_bytes(ctx.device),
-                    flops=tally.flops,
-                    flops_causal=tally.flops_causal,
-                    loss=tally.mean_loss,
-                    n_microbatches=tally.n_microbatches,
-                    energy=window,
-                    comm=tuple(records),
-                    comm_note=tally.comm_note,
-                    extra_energy=beside,
-                    param_bytes=state.param_bytes,
-                    grad_bytes=state.grad_bytes,
-                    optim_bytes=state.optim_bytes,
-                    activation_bytes=state.activation_bytes,
-                    useful_tokens=tally.useful_tokens,
-                )
+                rank_result(ctx, repeat, tally, seconds, window, tuple(records), beside, state)
             )
     finally:
         meters.close()
