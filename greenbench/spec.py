@@ -29,6 +29,7 @@ from greenbench.settings import DEFAULTS, SCHEMA, SEED_KEY, DataSettings, spec_k
 from greenbench.settings.layout import DEGREE_KEYS, apply_layout_text, check_degrees_fit_model
 from greenbench.settings.runspec import RunSpec
 from greenbench.settings.written import check_key, coerce
+from greenbench.strategies.skippipe.settings import SkipPipeSettings
 from greenbench.vocabulary import DEGREES, is_user_workload, resolve_layout
 
 if TYPE_CHECKING:
@@ -258,7 +259,39 @@ def validate(spec: RunSpec) -> None:
     if is_user_workload(spec.workload):
         check_user_run(spec)
     else:
+        check_own_sections(s, run.strategy)
         STRATEGIES[run.strategy].validate(config, layout)
+
+
+def check_own_sections(settings: dict[str, Any], strategy: str) -> None:
+    """SpecError where a strategy's own section (``ddp.*``, ``fsdp.*``, ``odc.*``,
+    ``skippipe.*``) is set away from its default on a run of another strategy: the setting would
+    do nothing there, silently. Settings a section reads under another name (``emulate.*``)
+    are shared and not judged here."""
+    from greenbench.config import section_name, section_settings
+    from greenbench.strategies import STRATEGIES
+
+    for card in STRATEGIES.values():
+        if card.name == strategy or card.settings is None:
+            continue
+        own = section_name(card.settings)
+        for s in section_settings(card.settings):
+            if s.key.startswith(f"{own}.") and s.key in settings and settings[s.key] != s.default:
+                raise SpecError(
+                    f"{s.key}={settings[s.key]} applies to strategy={card.name}, not "
+                    f"strategy={strategy}"
+                )
+    link = [k for k in LINK_KEYS if settings.get(k)]
+    if link and strategy not in ("ddp", "skippipe"):
+        raise SpecError(
+            f"{link[0]} emulates a link for strategy=ddp or skippipe, not strategy={strategy}"
+        )
+
+
+#: the emulated link's settings (`greenbench.distributed.link`)
+LINK_KEYS = tuple(
+    setting_of(SkipPipeSettings, name).key for name in ("link_latency_ms", "link_bandwidth_gbps")
+)
 
 
 def check_user_run(spec: RunSpec) -> None:

@@ -10,6 +10,7 @@ in `CARDS`.
 from __future__ import annotations
 
 from greenbench.strategies.card import StrategyCard
+from greenbench.strategies.ddp_settings import DDPSettings, check_ddp
 from greenbench.strategies.fsdp_settings import FSDPSettings, check_fsdp
 from greenbench.strategies.hybrid.checks import check_hybrid
 from greenbench.strategies.odc.checks import check_odc
@@ -30,6 +31,8 @@ CARDS: tuple[StrategyCard, ...] = (
         implementation="greenbench.strategies.ddp:DDP",
         applies=frozenset({"dp_replicate"}),
         fills="dp_replicate",
+        check=check_ddp,
+        settings=DDPSettings,
     ),
     StrategyCard(
         name="fsdp",

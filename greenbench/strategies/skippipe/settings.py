@@ -1,6 +1,7 @@
 """The ``skippipe`` section: SkipPipe's stages, skips, scheduler, a node that stops serving, the
 simulator and its network, and the heterogeneity its runs emulate (``emulate.link_*``,
-``emulate.slow*``). Part of a run's identity only where the strategy is skippipe."""
+``emulate.slow*``). Part of a run's identity only where the strategy is skippipe; the emulated
+link (``emulate.link_*``) also for DDP where it is set (`greenbench.distributed.link`)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ def _simulated(s: Any) -> bool:
 
 
 SKIPPIPE = when(_skippipe)
+
+
+def _link_counts(key: str) -> Any:
+    """An emulated link's setting counts for SkipPipe always (as it always has) and for DDP
+    where it is set (its own methods are judged over a slow link), so no stored key changes."""
+    return when(lambda s: _skippipe(s) or (s.get("strategy") == "ddp" and bool(s.get(key))))
+
 
 #: the schedules that send every microbatch through every stage (no skip): ``full`` feeds a
 #: stage's replicas in turn, ``full-aware`` only its replicas that are not stragglers
@@ -67,16 +75,16 @@ class SkipPipeSettings:
     )
     link_latency_ms: float = setting(
         0.0,
-        "emulated link delay between nodes",
+        "emulated link delay between nodes (skippipe; ddp's collectives too)",
         bound=NON_NEGATIVE,
-        identity=SKIPPIPE,
+        identity=_link_counts("emulate.link_latency_ms"),
         key="emulate.link_latency_ms",
     )
     link_bandwidth_gbps: float = setting(
         0.0,
-        "emulated link bandwidth (0: no limit)",
+        "emulated link bandwidth in Gb/s (0: no limit; skippipe; ddp's collectives too)",
         bound=NON_NEGATIVE,
-        identity=SKIPPIPE,
+        identity=_link_counts("emulate.link_bandwidth_gbps"),
         key="emulate.link_bandwidth_gbps",
     )
     slow_nodes: str = setting(

@@ -1,0 +1,98 @@
+"""The ``ddp`` section: how replicated data parallelism spends less on communication, and its
+check. Every setting counts in a run's identity only away from its default, so every DDP
+configuration stored before the section keeps its key.
+
+Three families of method, one at a time:
+
+- **compression** (``ddp.compress``): a DDP communication hook reduces a smaller form of each
+  gradient bucket (bf16, fp16, or PowerSGD's low-rank factors P and Q);
+- **infrequent synchronisation** (``ddp.sync``): local SGD (ranks step alone and average their
+  parameters every ``ddp.period`` steps) or DiLoCo (an inner optimizer for ``ddp.period``
+  steps, then an outer Nesterov step on the averaged change);
+- **bounded staleness** (``ddp.staleness``): a rank applies averaged gradients at most ``s``
+  steps old, their all-reduce overlapping the next steps (``0``: DDP itself).
+"""
+
+from __future__ import annotations
+
+from greenbench.config import NON_NEGATIVE, POSITIVE, Config, section, setting
+from greenbench.errors import SpecError
+from greenbench.strategies.checks import check_data_parallel
+from greenbench.vocabulary import Layout
+
+COMPRESSIONS = ("none", "bf16", "fp16", "powersgd")
+SYNCS = ("every-step", "local-sgd", "diloco")
+
+
+@section("ddp", "DDP (strategy=ddp): compression, infrequent synchronisation, staleness.",
+         built_in_only=True)  # fmt: skip
+class DDPSettings:
+    compress: str = setting(
+        "none",
+        "the gradient all-reduce's form: none | bf16 | fp16 (torch's compression hooks) | "
+        "powersgd (low-rank factors of rank ddp.powersgd_rank, error feedback, warm start)",
+        choices=COMPRESSIONS,
+    )
+    powersgd_rank: int = setting(
+        1, "PowerSGD's rank r: P (n×r) and Q (m×r) reduced per n×m matrix", bound=POSITIVE
+    )
+    powersgd_start: int = setting(
+        2,
+        "PowerSGD's start_powerSGD_iter: plain all-reduce before it (> 1: error feedback needs "
+        "one uncompressed step first)",
+        bound=POSITIVE,
+    )
+    sync: str = setting(
+        "every-step",
+        "every-step (gradients all-reduced each step) | local-sgd (torch's PostLocalSGDOptimizer "
+        "and PeriodicModelAverager: parameters averaged every ddp.period steps) | diloco (inner "
+        "AdamW for ddp.period steps, then an outer Nesterov step on the averaged change)",
+        choices=SYNCS,
+    )
+    period: int = setting(
+        4, "steps between parameter synchronisations (local-sgd, diloco): H", bound=NON_NEGATIVE
+    )
+    local_warmup: int = setting(
+        0,
+        "local-sgd: steps of plain DDP (gradients all-reduced) before local steps begin",
+        bound=NON_NEGATIVE,
+    )
+    outer_lr: float = setting(
+        0.7, "diloco: the outer Nesterov step's learning rate", bound=POSITIVE
+    )
+    outer_momentum: float = setting(
+        0.9, "diloco: the outer Nesterov step's momentum", bound=NON_NEGATIVE
+    )
+    staleness: int = setting(
+        0,
+        "bounded staleness s: a rank applies averaged gradients at most s steps old, their "
+        "all-reduce overlapping the next s steps (0: DDP)",
+        bound=NON_NEGATIVE,
+    )
+
+
+def check_ddp(config: Config, layout: Layout) -> None:
+    """SpecError for ``ddp`` settings that cannot run: one method at a time, a period of at
+    least one step, PowerSGD's start after one uncompressed step."""
+    check_data_parallel(config, layout)
+    ddp = config[DDPSettings]
+    if ddp is None:
+        return
+    if ddp.period < 1:
+        raise SpecError(f"ddp.period must be at least 1 step (got {ddp.period})")
+    methods = [
+        name
+        for name, used in (
+            (f"ddp.compress={ddp.compress}", ddp.compress != "none"),
+            (f"ddp.sync={ddp.sync}", ddp.sync != "every-step"),
+            (f"ddp.staleness={ddp.staleness}", ddp.staleness > 0),
+        )
+        if used
+    ]
+    if len(methods) > 1:
+        raise SpecError(f"one communication-saving method at a time: {' and '.join(methods)}")
+    if ddp.compress == "powersgd" and ddp.powersgd_start < 2:
+        raise SpecError(
+            "ddp.powersgd_start must be above 1: PowerSGD's error feedback needs one "
+            "uncompressed step first"
+        )
