@@ -39,10 +39,13 @@ from torch.nn.parallel import DistributedDataParallel
 
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
 from greenbench.distributed.device import DistContext
+from greenbench.distributed.link import EmulatedLink
 from greenbench.strategies.base import DataParallel
+from greenbench.strategies.ddp_settings import DDPSettings
 from greenbench.strategies.schedule import StepSchedule
 
 if TYPE_CHECKING:
+    from greenbench.config import Config
     from greenbench.sources.contract import Loss, ModelSource
 
 DIM = "dp_replicate"
@@ -59,6 +62,13 @@ class Buckets:
 class DDP(DataParallel):
     name = "ddp"
     buckets: Buckets
+    #: the run's ``ddp`` section (compression, synchronisation, staleness) and emulated link
+    settings: DDPSettings = DDPSettings()
+    link: EmulatedLink = EmulatedLink()
+
+    def configure(self, config: Config) -> None:
+        self.settings = config[DDPSettings] or DDPSettings()
+        self.link = EmulatedLink.of(config)
 
     def parallelize(self, model: ModelSource) -> torch.nn.Module:
         module = model.build(self.ctx.device)
