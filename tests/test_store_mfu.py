@@ -154,6 +154,7 @@ def test_a_database_older_than_mfu_notes_still_shows_its_runs(db):
 
 
 def test_the_dashboard_s_leaderboard_pools_mfu_read_against_one_peak(db):
+    pytest.importorskip("streamlit")
     from greenbench.dashboard_app import data
 
     data.clear_cache()

@@ -269,6 +269,17 @@ class NvmlMeter(Meter):
             return EnergyWindow(
                 self.source, self.measured, seconds, None, note=f"read error: {self._error}"
             )
+        still = [i for i in self.counter_devices if energy[i] <= 0.0]
+        if still and seconds < self.min_window_s:
+            # the counter did not tick: the window is below its resolution, not free of energy
+            return EnergyWindow(
+                self.source,
+                self.measured,
+                seconds,
+                None,
+                note=f"energy unknown: GPU(s) {still}'s energy counter did not advance in a "
+                f"{seconds:.3f} s window (shorter than its resolution, ~{self.min_window_s:g} s)",
+            )
         samples: list[PowerSample] = []
         for i, points in self._points.items():
             if not self._counter[i]:

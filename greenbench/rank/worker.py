@@ -144,7 +144,7 @@ def train_and_measure(
 
     step = 0
     warm_times, warm_flops = [], []
-    for _ in range(train.warmup_steps):
+    for _ in range(warmup_steps(train)):
         t0 = time.perf_counter()
         batch = assignment.batch(batches, step)
         with flops.counting(batch) if step == 0 else contextlib.nullcontext():
@@ -230,6 +230,15 @@ def train_and_measure(
     finally:
         meters.close()
     return results
+
+
+def warmup_steps(train: TrainSettings) -> int:
+    """The unmeasured steps before the first window: ``train.warmup_steps``, and one more where
+    there is only one and the window must be lengthened to ``train.min_window_s``: the first
+    step pays for allocation, autotuning and compilation (seconds on a GPU), so the window's
+    length is judged from a step after it (`steps_per_window`)."""
+    calibrate = train.warmup_steps == 1 and train.min_window_s > 0
+    return train.warmup_steps + int(calibrate)
 
 
 def steps_per_window(train: TrainSettings, warm_times: list[float], ctx: DistContext) -> int:

@@ -109,6 +109,17 @@ def test_counter_path(fake: FakeNvml) -> None:
     assert all(g.power_reads == 0 for g in fake.gpus)  # the counter path never polls
 
 
+def test_a_counter_that_did_not_advance_in_a_short_window_reads_unknown(fake: FakeNvml) -> None:
+    """A window shorter than the counter's resolution in which it never ticked has an unknown
+    energy, not 0 J (a 26 ms window on an H200 read 0 J and showed 0 J/token)."""
+    fake.gpus = [FakeGpu(AMPERE, energy_mj=1_000_000)]
+    meter = NvmlMeter([0])
+    meter.begin()
+    w = meter.end()
+    assert w.energy_j is None and w.measured is True
+    assert "did not advance" in w.note and "resolution" in w.note
+
+
 def test_power_polling_for_pre_volta(fake: FakeNvml) -> None:
     fake.gpus = [FakeGpu(PASCAL, power_mw=150_000)]
     meter = NvmlMeter([0], poll_hz=100)
