@@ -7,9 +7,10 @@ between two evaluations is one meter window, and the run's training is the sum o
 Each evaluation is a window of its own, so its seconds and joules are measured too and kept out
 of the training figures (`TargetOutcome.eval_s`, ``eval_energy_j``). Every step counts, the
 first included: reaching a loss costs what it costs from initialisation (``train.warmup_steps``
-does not apply). The decision to stop is the same on every rank: the validation loss is reduced
-over the ranks, and the seconds and joules spent are agreed (the longest rank's seconds, the
-ranks' summed joules) at each evaluation, outside the windows.
+trains a throwaway model first, so the process's one-time costs are not charged to the first
+repeat: `greenbench.rank.worker.prime`). The decision to stop is the same on every rank: the
+validation loss is reduced over the ranks, and the seconds and joules spent are agreed (the
+longest rank's seconds, the ranks' summed joules) at each evaluation, outside the windows.
 """
 
 from __future__ import annotations
