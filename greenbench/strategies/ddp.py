@@ -23,6 +23,9 @@ there first), so the time of the last rank to arrive is the transfer and what an
 spent beyond it is waiting (`greenbench.rank.window.settle_calls`). DDP's reducer meets the
 other ranks once more on its own, unrecorded: when it rebuilds its buckets in the second step,
 which the default two warm-up steps keep out of the measured window.
+
+Bounded staleness (``ddp.staleness`` above 0) replaces DDP's reducer with a step of our own
+that applies averaged gradients some steps old (`greenbench.strategies.ddp_stale`).
 """
 
 from __future__ import annotations
@@ -42,6 +45,7 @@ from greenbench.distributed.device import DistContext
 from greenbench.distributed.link import EmulatedLink
 from greenbench.strategies.base import DataParallel
 from greenbench.strategies.ddp_settings import DDPSettings
+from greenbench.strategies.ddp_stale import StaleSchedule, replicate
 from greenbench.strategies.schedule import StepSchedule
 
 if TYPE_CHECKING:
@@ -65,6 +69,8 @@ class DDP(DataParallel):
     #: the run's ``ddp`` section (compression, synchronisation, staleness) and emulated link
     settings: DDPSettings = DDPSettings()
     link: EmulatedLink = EmulatedLink()
+    #: the bounded-staleness schedule (``ddp.staleness`` > 0), drained on `close`
+    stale: StaleSchedule | None = None
 
     def configure(self, config: Config) -> None:
         self.settings = config[DDPSettings] or DDPSettings()
@@ -72,6 +78,8 @@ class DDP(DataParallel):
 
     def parallelize(self, model: ModelSource) -> torch.nn.Module:
         module = model.build(self.ctx.device)
+        if self.settings.staleness > 0:  # replicas without DDP's reducer (ddp_stale)
+            return replicate(module, self.mesh.get_group(DIM) if self.mesh is not None else None)
         ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
         if self.mesh is not None:
             ddp = DistributedDataParallel(module, device_ids=ids, device_mesh=self.mesh)
@@ -101,8 +109,25 @@ class DDP(DataParallel):
         return ddp
 
     def schedule(self, loss: Loss) -> StepSchedule:
-        """The shared step, gradients synchronised once (after `parallelize`)."""
+        """The shared step, gradients synchronised once (after `parallelize`); with
+        ``ddp.staleness`` > 0, the step of `greenbench.strategies.ddp_stale`."""
+        if self.settings.staleness > 0:
+            self.stale = StaleSchedule(
+                self.ctx,
+                self.comm,
+                loss,
+                staleness=self.settings.staleness,
+                group=self.mesh.get_group(DIM) if self.mesh is not None else None,
+                world=self.layout.dp_replicate,
+                link=self.link,
+            )
+            return self.stale
         return DDPSchedule(self.ctx, self.comm, loss, self.buckets)
+
+    def close(self) -> None:
+        """Wait for the bounded-staleness all-reduces still in flight (none under DDP)."""
+        if self.stale is not None:
+            self.stale.close()
 
 
 def record_buffer_broadcast(ddp: DistributedDataParallel, comm: CommRecorder) -> None:
