@@ -14,6 +14,7 @@ from __future__ import annotations
 from greenbench.errors import SpecError
 from greenbench.workload import Workload, from_user
 from greenbench.workloads import (
+    comm_efficient,
     convergence,
     data_parallel,
     fsdp_vs_odc,
@@ -34,6 +35,7 @@ WORKLOADS: dict[str, Workload] = {
         skippipe,
         power_limit,
         convergence,
+        comm_efficient,
     )
 }
 
