@@ -71,6 +71,12 @@ class RunSpec:
             if sp.mode == "simulate":
                 return self._simulated_name(c, parts)
             strategy = f"skippipe[{' '.join(parts)}]"
+        elif strategy == "ddp":  # its method and an emulated link tell runs apart
+            from greenbench.distributed.link import EmulatedLink
+
+            parts = [c.ddp.method, EmulatedLink.of(c).label()]
+            if any(parts):
+                strategy = f"ddp[{', '.join(p for p in parts if p)}]"
         m, d = c.model, c.data
         return f"{m.family}/{m.size} seq={d.seq_len} {d.lengths} {strategy}×{ranks}{quota}"
 

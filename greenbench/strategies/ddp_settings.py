@@ -71,6 +71,21 @@ class DDPSettings:
     )
 
 
+    @property
+    def method(self) -> str:
+        """The method in a few words ("" for DDP itself): ``bf16``, ``powersgd r=4``,
+        ``local-sgd H=16``, ``diloco H=16``, ``staleness 1``."""
+        if self.compress == "powersgd":
+            return f"powersgd r={self.powersgd_rank}"
+        if self.compress != "none":
+            return self.compress
+        if self.sync != "every-step":
+            return f"{self.sync} H={self.period}"
+        if self.staleness > 0:
+            return f"staleness {self.staleness}"
+        return ""
+
+
 def check_ddp(config: Config, layout: Layout) -> None:
     """SpecError for ``ddp`` settings that cannot run: one method at a time, a period of at
     least one step, PowerSGD's start after one uncompressed step."""
