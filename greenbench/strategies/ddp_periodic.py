@@ -37,6 +37,7 @@ the methods average parameters only).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 import torch
@@ -184,7 +185,7 @@ class Averaging:
     ) -> None:
         self.comm, self.link, self.world, self.device = comm, link, world, device
 
-    def record(self, nbytes: int, average: Any) -> None:
+    def record(self, nbytes: int, average: Callable[[], None]) -> None:
         """Run ``average()`` (the all-reduce) inside the call's record, then the link's time."""
         with self.comm.span(DIM, "average", nbytes):
             average()
