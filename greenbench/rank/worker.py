@@ -140,9 +140,12 @@ def prime(
     model = strategy.parallelize(workload.model)
     try:
         model.train()
-        optimizer = make_optimizer(strategy.parameters(model), config.train.lr, ctx.device)
+        optimizer = strategy.wrap_optimizer(
+            make_optimizer(strategy.parameters(model), config.train.lr, ctx.device)
+        )
         schedule = strategy.schedule(workload.loss)
-        for step in range(config.train.warmup_steps):
+        # whole periods: a method that synchronises every few steps does so here too
+        for step in range(whole_periods(config.train.warmup_steps, strategy.period)):
             schedule.train_step(model, optimizer, strategy.assignment.batch(workload.batches, step))
         if workload.held_out is not None:
             schedule.evaluate(model, strategy.assignment.batch(workload.held_out, 0))
