@@ -34,6 +34,7 @@ from greenbench.rank.training import (
     rank_result,
     reset_peak_memory,
     settle_communication,
+    whole_periods,
 )
 from greenbench.rank.window import WindowTally
 from greenbench.results import CommRecord, RankResult, TargetOutcome, ValPoint
@@ -175,7 +176,9 @@ def train_to_target(
     if workload.held_out is None:
         raise ValueError("a run to a target needs the workload's held-out set")
     model.train()
-    optimizer = make_optimizer(strategy.parameters(model), train.lr, ctx.device)
+    optimizer = strategy.wrap_optimizer(
+        make_optimizer(strategy.parameters(model), train.lr, ctx.device)
+    )
     schedule = strategy.schedule(workload.loss)
     assignment, batches, flops = strategy.assignment, workload.batches, workload.flops
     held_out = assignment.batch(workload.held_out, 0)
@@ -232,7 +235,8 @@ def train_to_target(
                 break
             # train up to the next evaluation: one measured segment
             segment = WindowTally()
-            n = min(every, budget.max_steps - step)
+            # whole periods (eval.every is a multiple of one): evaluated where replicas agree
+            n = whole_periods(min(every, budget.max_steps - step), strategy.period)
             synchronize(ctx.device)
             meters.begin()
             start = time.perf_counter()

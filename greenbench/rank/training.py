@@ -55,6 +55,13 @@ def make_optimizer(params: Any, lr: float, device: torch.device) -> torch.optim.
     return torch.optim.AdamW(params, lr=lr)
 
 
+def whole_periods(steps: int, period: int) -> int:
+    """``steps`` rounded up to whole periods of ``period`` steps (`Strategy.period`): a window or
+    a stretch between evaluations that starts where the replicas agree ends where they agree
+    again."""
+    return -(-steps // period) * period
+
+
 def optimizer_kernel(device: str) -> str:
     """The AdamW implementation `make_optimizer` picks on ``device`` ("cpu" or "cuda")."""
     return "adamw-fused" if device == "cuda" else "adamw-foreach"

@@ -43,6 +43,7 @@ from greenbench.rank.training import (
     rank_result,
     reset_peak_memory,
     settle_communication,
+    whole_periods,
 )
 from greenbench.rank.window import WindowTally
 from greenbench.results import RankResult
@@ -139,9 +140,12 @@ def prime(
     model = strategy.parallelize(workload.model)
     try:
         model.train()
-        optimizer = make_optimizer(strategy.parameters(model), config.train.lr, ctx.device)
+        optimizer = strategy.wrap_optimizer(
+            make_optimizer(strategy.parameters(model), config.train.lr, ctx.device)
+        )
         schedule = strategy.schedule(workload.loss)
-        for step in range(config.train.warmup_steps):
+        # whole periods: a method that synchronises every few steps does so here too
+        for step in range(whole_periods(config.train.warmup_steps, strategy.period)):
             schedule.train_step(model, optimizer, strategy.assignment.batch(workload.batches, step))
         if workload.held_out is not None:
             schedule.evaluate(model, strategy.assignment.batch(workload.held_out, 0))
@@ -167,7 +171,9 @@ def train_and_measure(
     config = spec.config
     train, debug = config.train, config.debug
     model.train()
-    optimizer = make_optimizer(strategy.parameters(model), train.lr, ctx.device)
+    optimizer = strategy.wrap_optimizer(
+        make_optimizer(strategy.parameters(model), train.lr, ctx.device)
+    )
     schedule = strategy.schedule(workload.loss)
     assignment, batches, flops = strategy.assignment, workload.batches, workload.flops
     faults = Faults(
@@ -178,7 +184,8 @@ def train_and_measure(
 
     step = 0
     warm_times, warm_flops = [], []
-    for _ in range(warmup_steps(train)):
+    # whole periods: the first window starts where the replicas agree (Strategy.period)
+    for _ in range(whole_periods(warmup_steps(train), strategy.period)):
         t0 = time.perf_counter()
         batch = assignment.batch(batches, step)
         with flops.counting(batch) if step == 0 else contextlib.nullcontext():
@@ -199,7 +206,7 @@ def train_and_measure(
             device.observe(t, f)
         modelled = device.step_s(0.0, min(warm_flops[settled], default=0.0))
         warm_times = warm_times if modelled is None else [modelled, modelled]
-    n_steps = steps_per_window(train, warm_times, ctx)
+    n_steps = steps_per_window(train, warm_times, ctx, strategy.period)
     memory = StateMemory(model, optimizer, strategy.parameters(model))
     results = []
     try:
@@ -275,8 +282,13 @@ def warmup_steps(train: TrainSettings) -> int:
     return train.warmup_steps + int(calibrate)
 
 
-def steps_per_window(train: TrainSettings, warm_times: list[float], ctx: DistContext) -> int:
-    """Enough steps for a window of at least ``train.min_window_s``, agreed by every rank."""
+def steps_per_window(
+    train: TrainSettings, warm_times: list[float], ctx: DistContext, period: int = 1
+) -> int:
+    """Enough steps for a window of at least ``train.min_window_s``, agreed by every rank, in
+    whole periods of ``period`` steps (`Strategy.period`: a window of a method that synchronises
+    every ``period`` steps ends where its replicas agree; ``train.max_steps`` is then exceeded by
+    less than a period where it is not a multiple of one)."""
     n = train.steps
     if warm_times:
         # the first step also pays for allocation, autotuning and compilation: judge by the rest
@@ -292,7 +304,7 @@ def steps_per_window(train: TrainSettings, warm_times: list[float], ctx: DistCon
             t = t.to(ctx.device)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         n = int(t.item())
-    return n
+    return whole_periods(n, period)
 
 
 def burn(seconds: float, device: torch.device) -> float:

@@ -80,6 +80,19 @@ class Strategy(ABC):
         """What this rank's optimizer steps (the model's parameters, or this rank's shards)."""
         return model.parameters()
 
+    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """The optimizer the rank's loop steps, made from the run's optimizer over `parameters`
+        (a strategy whose method lives in the optimizer step wraps it: DDP's local SGD and
+        DiLoCo average parameters there). Called once, before the first step."""
+        return optimizer
+
+    @property
+    def period(self) -> int:
+        """Steps between the points where the ranks' replicas agree (1: after every step). The
+        rank's loop keeps measured windows to whole periods starting at such a point, and a run
+        to a target evaluates only there."""
+        return 1
+
     def close(self) -> None:
         """Release what the strategy holds beyond the process group (threads, memory)."""
         return None

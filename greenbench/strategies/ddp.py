@@ -80,6 +80,11 @@ class DDP(DataParallel):
         module = model.build(self.ctx.device)
         if self.settings.staleness > 0:  # replicas without DDP's reducer (ddp_stale)
             return replicate(module, self.mesh.get_group(DIM) if self.mesh is not None else None)
+        if self.settings.sync != "every-step":  # local-sgd, diloco
+            from greenbench.strategies.ddp_periodic import periodic_ddp
+
+            self.buckets = Buckets()
+            return periodic_ddp(self, module)
         ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
         if self.mesh is not None:
             ddp = DistributedDataParallel(module, device_ids=ids, device_mesh=self.mesh)
@@ -107,6 +112,19 @@ class DDP(DataParallel):
         ddp.register_comm_hook(None, recorded_allreduce)
         record_buffer_broadcast(ddp, self.comm)
         return ddp
+
+    def wrap_optimizer(self, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
+        """The run's optimizer, wrapped for ``ddp.sync`` (`greenbench.strategies.ddp_periodic`)."""
+        if self.settings.sync == "every-step":
+            return optimizer
+        from greenbench.strategies.ddp_periodic import periodic_optimizer
+
+        return periodic_optimizer(self, optimizer)
+
+    @property
+    def period(self) -> int:
+        """``ddp.period`` where parameters are synchronised every that many steps, else 1."""
+        return 1 if self.settings.sync == "every-step" else self.settings.period
 
     def schedule(self, loss: Loss) -> StepSchedule:
         """The shared step, gradients synchronised once (after `parallelize`); with

@@ -15,7 +15,7 @@ Three families of method, one at a time:
 
 from __future__ import annotations
 
-from greenbench.config import NON_NEGATIVE, POSITIVE, Config, section, setting
+from greenbench.config import NON_NEGATIVE, POSITIVE, Config, section, setting, setting_of
 from greenbench.errors import SpecError
 from greenbench.strategies.checks import check_data_parallel
 from greenbench.vocabulary import Layout
@@ -88,7 +88,8 @@ class DDPSettings:
 
 def check_ddp(config: Config, layout: Layout) -> None:
     """SpecError for ``ddp`` settings that cannot run: one method at a time, a period of at
-    least one step, PowerSGD's start after one uncompressed step."""
+    least one step, PowerSGD's start after one uncompressed step, a run to a target with
+    infrequent synchronisation evaluating where the replicas agree."""
     check_data_parallel(config, layout)
     ddp = config[DDPSettings]
     if ddp is None:
@@ -110,4 +111,22 @@ def check_ddp(config: Config, layout: Layout) -> None:
         raise SpecError(
             "ddp.powersgd_start must be above 1: PowerSGD's error feedback needs one "
             "uncompressed step first"
+        )
+    check_periodic_evaluation(config, ddp)
+
+
+def check_periodic_evaluation(config: Config, ddp: DDPSettings) -> None:
+    """SpecError for a run to a target whose evaluations would fall between synchronisations:
+    with local SGD or DiLoCo the replicas hold the same parameters only after step counts that
+    are multiples of ``ddp.period`` (`greenbench.strategies.ddp_periodic`; local SGD's warm-up
+    is placed so, whatever its length), so ``eval.every`` must be one."""
+    train, evaluation = config.train, config.eval
+    if ddp.sync == "every-step" or train is None or train.until != "target" or evaluation is None:
+        return
+    if evaluation.every % ddp.period:
+        every = setting_of(type(evaluation), "every").key
+        period = setting_of(DDPSettings, "period").key
+        raise SpecError(
+            f"{every}={evaluation.every} must be a multiple of {period}={ddp.period} with "
+            f"ddp.sync={ddp.sync}: the replicas agree only right after a synchronisation"
         )
