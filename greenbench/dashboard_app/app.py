@@ -7,7 +7,8 @@ URL (``?view=Pareto``) and only the open one is computed. The leaderboard and Pa
 training runs only; simulated and emulated-GPU runs (modelled energy) and a user's own
 measurements are shown apart (`apart_views`), and Run detail and History open every kind. Runs
 to a target loss have the Quality tab (`quality_views`) and the Pareto view's "energy to target"
-axis, on which runs that skip stages per token are ranked too.
+axis, on which runs that skip stages per token are ranked too. Communication-efficient data
+parallelism against DDP has the Communication tab (`comm_views`).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import streamlit as st
 from greenbench.dashboard_app import (
     apart_views,
     board_views,
+    comm_views,
     compare_views,
     data,
     detail_views,
@@ -34,7 +36,7 @@ from greenbench.reporting.leaderboard import leaderboard, skipping_board
 
 TABS = (
     "Leaderboard", "Pareto", "Run detail", "History", "Comparisons", "Quality",
-    "Own measurements", "Power limits",
+    "Communication", "Own measurements", "Power limits",
 )  # fmt: skip
 CREATE_CMD = "greenbench run --suite smoke --db {db}"
 
@@ -117,6 +119,7 @@ def main() -> None:
         "History": lambda: detail_views.history_tab(filtered, board, apart),
         "Comparisons": lambda: compare_views.comparisons_tab(db, board, modelled, skipping),
         "Quality": lambda: quality_views.quality_tab(db, filters),
+        "Communication": lambda: comm_views.comm_tab(db),
         "Own measurements": lambda: apart_views.own_measurements_tab(db, own),
         "Power limits": lambda: power_views.power_limits_tab(db),
     }

@@ -8,7 +8,7 @@ from greenbench.reporting.sections import REPORT_SECTIONS
 
 EXPECTED = [
     "leaderboard", "pareto", "transformer-vs-mamba", "fsdp-vs-odc", "hybrid-layouts", "skippipe",
-    "to-target", "power-limits", "own-measurements", "workloads",
+    "to-target", "comm-efficient", "power-limits", "own-measurements", "workloads",
 ]  # fmt: skip
 
 

@@ -11,6 +11,7 @@ from greenbench.reporting.odc import OdcSection
 from greenbench.reporting.power_limits import PowerLimitsSection
 from greenbench.reporting.section import ReportSection
 from greenbench.reporting.sections.board import LeaderboardSection
+from greenbench.reporting.sections.comm_efficient import CommEfficientSection
 from greenbench.reporting.sections.own import OwnMeasurementsSection
 from greenbench.reporting.sections.pareto import ParetoSection
 from greenbench.reporting.sections.seq_len import SeqLenSection
@@ -28,6 +29,7 @@ REPORT_SECTIONS: tuple[ReportSection, ...] = tuple(
             HybridSection(),
             SkipPipeSection(),
             ToTargetSection(),
+            CommEfficientSection(),
             PowerLimitsSection(),
             OwnMeasurementsSection(),
             WorkloadsSection(),
