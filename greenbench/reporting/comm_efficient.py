@@ -33,7 +33,7 @@ from typing import Any
 
 import pandas as pd
 
-from greenbench.config import setting_of
+from greenbench.config import section_settings, setting_of
 from greenbench.distributed.link import EmulatedLink
 from greenbench.errors import SpecError
 from greenbench.reporting.repeats import newest_runs, read_repeats
@@ -62,11 +62,6 @@ EVAL_EVERY = 16
 OWN_TRANSPORT = "own transport"
 DDP = "DDP"
 
-COMPRESS = setting_of(DDPSettings, "compress")
-RANK = setting_of(DDPSettings, "powersgd_rank")
-SYNC = setting_of(DDPSettings, "sync")
-PERIOD = setting_of(DDPSettings, "period")
-STALENESS = setting_of(DDPSettings, "staleness")
 EVERY = setting_of(EvalSettings, "every")
 
 #: the order methods are listed in: DDP, compression, infrequent synchronisation, staleness
@@ -95,20 +90,10 @@ def _get(settings: Mapping[str, Any], field: Any) -> Any:
 
 def method_of(settings: Mapping[str, Any]) -> str:
     """A DDP run's method from its ``ddp`` settings: "DDP", "bf16", "fp16", "PowerSGD r=4",
-    "local SGD H=16", "DiLoCo H=16" or "staleness 1" (one method at a time, as the section
-    checks; settings left at their default are plain DDP)."""
-    compress = str(_get(settings, COMPRESS))
-    if compress == "powersgd":
-        return f"PowerSGD r={int(_get(settings, RANK))}"
-    if compress != "none":
-        return compress
-    sync = str(_get(settings, SYNC))
-    if sync == "local-sgd":
-        return f"local SGD H={int(_get(settings, PERIOD))}"
-    if sync == "diloco":
-        return f"DiLoCo H={int(_get(settings, PERIOD))}"
-    staleness = int(_get(settings, STALENESS))
-    return f"staleness {staleness}" if staleness > 0 else DDP
+    "local SGD H=16", "DiLoCo H=16" or "staleness 1" (`DDPSettings.method`; settings left at
+    their default are plain DDP)."""
+    fields = {s.name: _get(settings, s) for s in section_settings(DDPSettings)}
+    return DDPSettings(**fields).method or DDP
 
 
 def method_order(method: str) -> tuple[int, float, str]:

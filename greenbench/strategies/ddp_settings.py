@@ -70,17 +70,18 @@ class DDPSettings:
         bound=NON_NEGATIVE,
     )
 
-
     @property
     def method(self) -> str:
-        """The method in a few words ("" for DDP itself): ``bf16``, ``powersgd r=4``,
-        ``local-sgd H=16``, ``diloco H=16``, ``staleness 1``."""
+        """The method in a few words ("" for DDP itself): ``bf16``, ``fp16``, ``PowerSGD r=4``,
+        ``local SGD H=16``, ``DiLoCo H=16``, ``staleness 1``: how a run's name and the
+        report call it."""
         if self.compress == "powersgd":
-            return f"powersgd r={self.powersgd_rank}"
+            return f"PowerSGD r={self.powersgd_rank}"
         if self.compress != "none":
             return self.compress
         if self.sync != "every-step":
-            return f"{self.sync} H={self.period}"
+            name = {"local-sgd": "local SGD", "diloco": "DiLoCo"}[self.sync]
+            return f"{name} H={self.period}"
         if self.staleness > 0:
             return f"staleness {self.staleness}"
         return ""
