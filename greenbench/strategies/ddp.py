@@ -7,15 +7,16 @@ synchronised forward (``broadcast_buffers``, recorded as ``broadcast``). No barr
 so a GPU rank's host runs ahead as it would.
 
 Time in communication: DDP all-reduces gradient buckets asynchronously while backward still
-computes, through a communication hook with DDP's default arithmetic (divide by the world size,
-all-reduce with a sum). What a rank loses to them is the tail: from the moment the step's last
-bucket became ready (backward has nothing left to compute) until every bucket's all-reduce has
-completed. That is recorded as one ``all_reduce`` call per step with the buckets' bytes
-(`greenbench.distributed.comm`): on CPU by the wall clock (backward returns once every
-all-reduce completed), on CUDA by an event on the compute stream when the last bucket is handed
-over and one when its all-reduce completes (the buckets' all-reduces run in order on one
-stream, so it completes last; the optimizer step waits for it). Buckets reduced while backward
-still computed cost nothing here, as they cost the step nothing.
+computes, through a communication hook (`greenbench.strategies.ddp_hooks`): DDP's default
+arithmetic (divide by the world size, all-reduce with a sum), or a compressed form of it
+(``ddp.compress``), its bytes those actually reduced. What a rank loses to them is the tail:
+from the moment the step's last bucket became ready (backward has nothing left to compute) until
+every bucket's all-reduce has completed. That is recorded as one ``all_reduce`` call per step
+with the buckets' bytes (`greenbench.distributed.comm`): on CPU by the wall clock (backward
+returns once every all-reduce completed), on CUDA by an event on the compute stream when the
+last bucket is handed over and one when its all-reduce completes (the buckets' all-reduces run
+in order on one stream, so it completes last; the optimizer step waits for it). Buckets reduced
+while backward still computed cost nothing here, as they cost the step nothing.
 
 Waiting: a rank that finished backward early sits in the tail until the slowest rank's last
 bucket arrives (or, with buffers, in the broadcast before the synchronised forward, if it got
@@ -33,17 +34,16 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import torch
-import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
 from greenbench.distributed.device import DistContext
 from greenbench.distributed.link import EmulatedLink
 from greenbench.strategies.base import DataParallel
+from greenbench.strategies.ddp_hooks import DIM, Buckets, register_comm_hook
 from greenbench.strategies.ddp_settings import DDPSettings
 from greenbench.strategies.ddp_stale import StaleSchedule, replicate
 from greenbench.strategies.schedule import StepSchedule
@@ -51,16 +51,6 @@ from greenbench.strategies.schedule import StepSchedule
 if TYPE_CHECKING:
     from greenbench.config import Config
     from greenbench.sources.contract import Loss, ModelSource
-
-DIM = "dp_replicate"
-
-
-@dataclass(slots=True)
-class Buckets:
-    """The step's buckets: their bytes so far and (on CPU) when the last became ready."""
-
-    last_ready: float = 0.0
-    nbytes: int = 0
 
 
 class DDP(DataParallel):
@@ -71,6 +61,8 @@ class DDP(DataParallel):
     link: EmulatedLink = EmulatedLink()
     #: the bounded-staleness schedule (``ddp.staleness`` > 0), drained on `close`
     stale: StaleSchedule | None = None
+    #: the communication hook's state (`greenbench.strategies.ddp_hooks.register_comm_hook`)
+    hook_state: Any = None
 
     def configure(self, config: Config) -> None:
         self.settings = config[DDPSettings] or DDPSettings()
@@ -92,24 +84,11 @@ class DDP(DataParallel):
             ddp = DistributedDataParallel(module, device_ids=ids)
         group = self.mesh.get_group(DIM) if self.mesh is not None else None
         world = self.layout.dp_replicate
-        cuda = self.ctx.device.type == "cuda"
-        buckets = self.buckets = Buckets()
-
-        # unannotated: DDP checks a hook's annotations against the classes themselves,
-        # which postponed (string) annotations would fail
-        def recorded_allreduce(state, bucket):  # type: ignore[no-untyped-def]
-            buffer = bucket.buffer().div_(world)
-            buckets.nbytes += tensor_bytes(buffer)
-            if not cuda:  # the tail is timed when backward returns (DDPSchedule.microbatch)
-                buckets.last_ready = time.perf_counter()
-            elif bucket.is_last():  # the tail: from here until this all-reduce completes
-                with self.comm.span(DIM, "all_reduce", buckets.nbytes) as call:
-                    work = dist.all_reduce(buffer, group=group, async_op=True)
-                return self.comm.finish_async(call, work).then(lambda fut: fut.value()[0])
-            work = dist.all_reduce(buffer, group=group, async_op=True)
-            return work.get_future().then(lambda fut: fut.value()[0])
-
-        ddp.register_comm_hook(None, recorded_allreduce)
+        self.buckets = Buckets()
+        self.hook_state = register_comm_hook(
+            ddp, self.settings, link=self.link, comm=self.comm, buckets=self.buckets,
+            group=group, world=world,
+        )  # fmt: skip
         record_buffer_broadcast(ddp, self.comm)
         return ddp
 
