@@ -26,7 +26,11 @@ other ranks once more on its own, unrecorded: when it rebuilds its buckets in th
 which the default two warm-up steps keep out of the measured window.
 
 Bounded staleness (``ddp.staleness`` above 0) replaces DDP's reducer with a step of our own
-that applies averaged gradients some steps old (`greenbench.strategies.ddp_stale`).
+that applies averaged gradients some steps old (`greenbench.strategies.ddp_stale`); infrequent
+synchronisation (``ddp.sync``: local SGD, DiLoCo) stops the gradient all-reduce after its
+warm-up and averages the parameters every ``ddp.period`` steps through the wrapped optimizer
+(`greenbench.strategies.ddp_periodic`). An emulated link (``emulate.link_*``) lengthens each
+of these collectives to what it would take between nodes (`greenbench.distributed.link`).
 """
 
 from __future__ import annotations
