@@ -102,6 +102,10 @@ def test_bad_assignments(assignment, message):
         ({"device": "tpu"}, "device='tpu'"),
         ({"strategy": "single", "nproc": 2}, "runs one rank"),
         ({"strategy": "ddp", "nproc": 3, "data.global_batch": 8}, "divisible"),
+        # one rank of a data-parallel strategy once started and failed without a process group
+        ({"strategy": "ddp", "nproc": 1}, "strategy=ddp needs 2 ranks or more"),
+        ({"strategy": "fsdp", "nproc": 1}, "strategy=fsdp needs 2 ranks or more"),
+        ({"strategy": "odc", "nproc": 1}, "strategy=odc needs 2 ranks or more"),
         ({"train.steps": 10, "train.max_steps": 5}, "max_steps"),
     ],
 )

@@ -21,3 +21,13 @@ def check_data_parallel(config: Config, layout: Layout) -> None:
     check_split(config.data.global_batch, layout.dp)
     if config.train is not None and config.train.until == "target" and config.eval is not None:
         check_split(config.eval.docs, layout.dp, held_out=True)
+
+
+def check_ranks(strategy: str, layout: Layout) -> None:
+    """SpecError where a data-parallel strategy is given one rank: it would start and fail
+    without a process group; ``single`` trains the same minibatches on one."""
+    if layout.world < 2:
+        raise SpecError(
+            f"strategy={strategy} needs 2 ranks or more (nproc × nnodes is 1): strategy=single "
+            "trains the same on one"
+        )

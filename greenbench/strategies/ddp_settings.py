@@ -20,7 +20,7 @@ import math
 from greenbench.config import NON_NEGATIVE, POSITIVE, Config, section, setting, setting_of
 from greenbench.errors import SpecError
 from greenbench.models import FAMILIES, ModelInfo, model_info
-from greenbench.strategies.checks import check_data_parallel
+from greenbench.strategies.checks import check_data_parallel, check_ranks
 from greenbench.vocabulary import Layout
 
 COMPRESSIONS = ("none", "bf16", "fp16", "powersgd")
@@ -103,6 +103,7 @@ def check_ddp(config: Config, layout: Layout) -> None:
     some matrix of the model (`check_powersgd_rank`), a run to a target with infrequent
     synchronisation evaluating where the replicas agree."""
     check_data_parallel(config, layout)
+    check_ranks("ddp", layout)
     ddp = config[DDPSettings]
     if ddp is None:
         return

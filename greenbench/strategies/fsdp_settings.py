@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from greenbench.config import Config, section, setting
 from greenbench.errors import SpecError
-from greenbench.strategies.checks import check_data_parallel
+from greenbench.strategies.checks import check_data_parallel, check_ranks
 from greenbench.vocabulary import Layout
 
 TRANSPORTS = ("gloo", "shared-memory")
@@ -26,6 +26,7 @@ class FSDPSettings:
 def check_fsdp(config: Config, layout: Layout) -> None:
     """SpecError where the shared-memory transport cannot carry the collectives."""
     check_data_parallel(config, layout)
+    check_ranks("fsdp", layout)
     section = config[FSDPSettings]
     if section is None or section.transport == "gloo":
         return

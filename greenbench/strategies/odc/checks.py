@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from greenbench.config import Config
 from greenbench.errors import SpecError
-from greenbench.strategies.checks import check_data_parallel
+from greenbench.strategies.checks import check_data_parallel, check_ranks
 from greenbench.strategies.odc.settings import ODCSettings
 from greenbench.vocabulary import Layout
 
@@ -13,6 +13,7 @@ def check_odc(config: Config, layout: Layout) -> None:
     """SpecError where ODC's transport is not built (CUDA IPC, cross-host), and for lockstep
     (``odc.meet=microbatch``) on a split whose ranks may run different microbatch counts."""
     check_data_parallel(config, layout)
+    check_ranks("odc", layout)
     if config.run.device == "cuda":
         raise SpecError(
             "strategy=odc runs on CPU ranks for now: its CUDA IPC transport is not built"
