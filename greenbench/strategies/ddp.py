@@ -74,24 +74,23 @@ class DDP(DataParallel):
 
     def parallelize(self, model: ModelSource) -> torch.nn.Module:
         module = model.build(self.ctx.device)
-        if self.settings.staleness > 0:  # replicas without DDP's reducer (ddp_stale)
-            return replicate(module, self.mesh.get_group(DIM) if self.mesh is not None else None)
-        if self.settings.sync != "every-step":  # local-sgd, diloco
-            from greenbench.strategies.ddp_periodic import periodic_ddp
-
-            self.buckets = Buckets()
-            return periodic_ddp(self, module)
-        ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
-        if self.mesh is not None:
-            ddp = DistributedDataParallel(module, device_ids=ids, device_mesh=self.mesh)
-        else:
-            ddp = DistributedDataParallel(module, device_ids=ids)
         group = self.mesh.get_group(DIM) if self.mesh is not None else None
-        world = self.layout.dp_replicate
+        if self.settings.staleness > 0:  # replicas without DDP's reducer (ddp_stale)
+            return replicate(module, group)
+        periodic = self.settings.sync != "every-step"  # local-sgd, diloco
+        ids = [self.ctx.device.index] if self.ctx.device.type == "cuda" else None
+        # local SGD and DiLoCo average parameters only: no broadcast of buffers each forward
+        extra = {"broadcast_buffers": False} if periodic else {}
+        ddp = DistributedDataParallel(module, device_ids=ids, device_mesh=self.mesh, **extra)
         self.buckets = Buckets()
+        if periodic:
+            from greenbench.strategies.ddp_periodic import register_post_local_hook
+
+            register_post_local_hook(self, ddp, group)
+            return ddp
         self.hook_state = register_comm_hook(
             ddp, self.settings, link=self.link, comm=self.comm, buckets=self.buckets,
-            group=group, world=world,
+            group=group, world=self.layout.dp_replicate,
         )  # fmt: skip
         record_buffer_broadcast(ddp, self.comm)
         return ddp

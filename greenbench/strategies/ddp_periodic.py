@@ -54,20 +54,12 @@ from torch.nn.parallel import DistributedDataParallel
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
 from greenbench.distributed.device import DistContext, synchronize
 from greenbench.distributed.link import EmulatedLink
+from greenbench.strategies.ddp_hooks import DIM, Buckets, Issued
 from greenbench.strategies.ddp_settings import DDPSettings
 from greenbench.vocabulary import Layout
 
 if TYPE_CHECKING:
     from torch.distributed.device_mesh import DeviceMesh
-
-DIM = "dp_replicate"
-
-
-class Buckets(Protocol):
-    """A DDP step's gradient buckets as `greenbench.strategies.ddp` tallies them."""
-
-    nbytes: int
-    last_ready: float
 
 
 class DDP(Protocol):
@@ -91,17 +83,9 @@ def averager_warmup(local_warmup: int, period: int) -> int:
     return period * (local_warmup // period + 1) - 1
 
 
-def periodic_ddp(strategy: DDP, module: torch.nn.Module) -> DistributedDataParallel:
-    """``module`` wrapped in DDP for ``strategy``'s ``ddp.sync`` (local-sgd or diloco), with a
+def register_post_local_hook(strategy: DDP, ddp: DistributedDataParallel, group: Any) -> None:
+    """Register on ``ddp`` (built by the strategy for ``ddp.sync`` local-sgd or diloco) a
     communication hook that all-reduces gradients only during local SGD's warm-up."""
-    ids = [strategy.ctx.device.index] if strategy.ctx.device.type == "cuda" else None
-    if strategy.mesh is not None:
-        ddp = DistributedDataParallel(
-            module, device_ids=ids, device_mesh=strategy.mesh, broadcast_buffers=False
-        )
-    else:
-        ddp = DistributedDataParallel(module, device_ids=ids, broadcast_buffers=False)
-    group = strategy.mesh.get_group(DIM) if strategy.mesh is not None else None
     # diloco: local from the first step (no warm-up)
     warmup = strategy.settings.local_warmup if strategy.settings.sync == "local-sgd" else 0
     state = PostLocalSGDState(
@@ -112,7 +96,6 @@ def periodic_ddp(strategy: DDP, module: torch.nn.Module) -> DistributedDataParal
     )
     cuda = strategy.ctx.device.type == "cuda"
     ddp.register_comm_hook(state, recorded_post_local(strategy.comm, strategy.buckets, cuda))
-    return ddp
 
 
 def recorded_post_local(comm: CommRecorder, buckets: Buckets, cuda: bool) -> Any:
@@ -131,23 +114,10 @@ def recorded_post_local(comm: CommRecorder, buckets: Buckets, cuda: bool) -> Any
         elif bucket.is_last():  # the tail: from here until this all-reduce completes
             with comm.span(DIM, "all_reduce", buckets.nbytes) as call:
                 fut = post_localSGD_hook(state, bucket)
-            return comm.finish_async(call, _FutureWork(fut))
+            return comm.finish_async(call, Issued(fut))
         return post_localSGD_hook(state, bucket)
 
     return hook
-
-
-class _FutureWork:
-    """A future seen as the work object `CommRecorder.finish_async` takes."""
-
-    def __init__(self, fut: torch.futures.Future) -> None:
-        self.fut = fut
-
-    def wait(self) -> None:
-        self.fut.wait()
-
-    def get_future(self) -> torch.futures.Future:
-        return self.fut
 
 
 def periodic_optimizer(strategy: DDP, optimizer: torch.optim.Optimizer) -> torch.optim.Optimizer:
@@ -273,11 +243,9 @@ class DiLoCo(torch.optim.Optimizer):
             dist.all_reduce(flat, group=self.process_group)
 
         self.averaging.record(tensor_bytes(flat), average)
-        offset = 0
-        for outer, p in zip(self.outer_params, self.local, strict=True):
-            mean = flat[offset : offset + p.numel()].view_as(p)
-            outer.grad = outer - mean.to(outer.dtype)
-            offset += p.numel()
+        means = flat.split([p.numel() for p in self.local])
+        for outer, mean in zip(self.outer_params, means, strict=True):
+            outer.grad = outer - mean.view_as(outer).to(outer.dtype)
         self.outer.step()
         for outer, p in zip(self.outer_params, self.local, strict=True):
             p.copy_(outer)

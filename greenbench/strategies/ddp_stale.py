@@ -49,6 +49,7 @@ import torch.distributed as dist
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
 from greenbench.distributed.device import DistContext, StepTimes, synchronize
 from greenbench.distributed.link import EmulatedLink
+from greenbench.strategies.ddp_hooks import DIM
 from greenbench.strategies.schedule import BeforeMicrobatch, StepSchedule, step_times
 
 if TYPE_CHECKING:
@@ -56,9 +57,6 @@ if TYPE_CHECKING:
 
     from greenbench.data.batches import StepBatch
     from greenbench.sources.contract import Loss
-
-#: DDP's mesh dimension (`greenbench.strategies.ddp`), where the all-reduces are recorded
-DIM = "dp_replicate"
 
 
 def replicate(module: torch.nn.Module, group: ProcessGroup | None) -> torch.nn.Module:
@@ -190,8 +188,5 @@ class StaleSchedule(StepSchedule):
 def apply(params: list[torch.nn.Parameter], buffer: torch.Tensor) -> None:
     """The averaged gradients in ``buffer`` (flattened in ``params``' order) as the
     parameters' ``.grad``, for the optimizer's step."""
-    offset = 0
-    for p in params:
-        n = p.numel()
-        p.grad = buffer[offset : offset + n].view_as(p).to(p.dtype)
-        offset += n
+    for p, grad in zip(params, buffer.split([p.numel() for p in params]), strict=True):
+        p.grad = grad.view_as(p).to(p.dtype)
