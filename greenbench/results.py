@@ -254,12 +254,62 @@ class RepeatResult:
     #: the validation curve over the ranks (`greenbench.aggregate`): stored in ``val_curve``,
     #: one row per evaluation, not in the ``results`` row
     val_curve: tuple[ValPoint, ...] = ()
+    #: a fault-tolerant run (checkpoints, an injected failure; `greenbench.rank.resilient`),
+    #: None for any other: the failures it survived, every measured token it trained (those
+    #: trained again after a restart included; ``tokens`` counts each step once), goodput
+    #: (``tokens`` ÷ ``tokens_trained``), the work redone and the restarts in seconds (wall
+    #: clock) and joules (summed over the ranks' meters), ``energy_lost_j`` their sum, and its
+    #: checkpoints: how many, the seconds training waited for them, their joules and bytes.
+    #: Every figure is part of ``seconds`` and ``energy_j``, which run from the first measured
+    #: step to the last across restarts
+    failures: int | None = None
+    tokens_trained: int | None = None
+    goodput: float | None = None
+    redone_s: float | None = None
+    redone_j: float | None = None
+    restart_s: float | None = None
+    restart_j: float | None = None
+    energy_lost_j: float | None = None
+    ckpt_count: int | None = None
+    ckpt_s: float | None = None
+    ckpt_j: float | None = None
+    ckpt_bytes: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["step_times_s"] = list(self.step_times_s)
         d["val_curve"] = [p.to_dict() for p in self.val_curve]
         return d
+
+
+@dataclass(frozen=True, slots=True)
+class RunEvent:
+    """One event of a run (the ``run_events`` table): a checkpoint saved or loaded, a failure,
+    a restart, work redone, a dead node detected or routed around.
+
+    ``step``: the measured steps completed when it happened (0-based, warm-up not counted);
+    ``rank``: the rank it concerns (None: the run's ranks together); ``t_s``: seconds from the
+    run's first measured step; ``seconds`` its duration (wall clock, the slowest rank's);
+    ``joules`` summed over the ranks' meters (None: unknown); ``tokens`` and ``bytes`` where it
+    moved some. ``note`` says what is estimated or left out."""
+
+    repeat: int
+    kind: str  # checkpoint | load | failure | restart | redone | detected | rerouted
+    step: int | None = None
+    rank: int | None = None
+    t_s: float | None = None
+    seconds: float | None = None
+    joules: float | None = None
+    tokens: int | None = None
+    bytes: int | None = None
+    note: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+#: ``RunEvent.kind``'s values
+EVENT_KINDS = ("checkpoint", "load", "failure", "restart", "redone", "detected", "rerouted")
 
 
 @dataclass(slots=True)
@@ -283,6 +333,8 @@ class RunOutcome:
     #: and ranks were seen (a count; never which)
     others_busy_cores: float | None = None
     other_greenbench: int | None = None
+    #: checkpoints, failures, restarts and the work they cost (`RunEvent`; ``run_events``)
+    events: list[RunEvent] = field(default_factory=list)
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ from greenbench.config import Config, Schema, setting_of
 from greenbench.data.settings import DataSettings
 from greenbench.energy.settings import EnergySettings, GpuSettings
 from greenbench.models.settings import ModelSettings
+from greenbench.settings.fault import CkptSettings, FaultSettings
 from greenbench.settings.run import (
     DebugSettings,
     EmulateSettings,
@@ -41,6 +42,8 @@ SCHEMA = Schema(
         EvalSettings,
         TargetSettings,
         *(card.settings for card in STRATEGIES.values() if card.settings is not None),
+        CkptSettings,
+        FaultSettings,
         DebugSettings,
     )
 )

@@ -92,8 +92,9 @@ def _target_medians_sql() -> tuple[str, str]:
 
 
 def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
-    """One run row (JSON columns parsed) with ``results``, ``rank_results``, ``comm_records``
-    and ``val_curve`` (a run to a target's evaluations) as lists of dicts; ``run_id`` may be a
+    """One run row (JSON columns parsed) with ``results``, ``rank_results``, ``comm_records``,
+    ``val_curve`` (a run to a target's evaluations) and ``events`` (checkpoints, failures,
+    restarts) as lists of dicts; ``run_id`` may be a
     unique prefix. Unknown or ambiguous → StoreError. MFU is read
     against the run's machine's peak, which the row carries with whether its own agrees
     (``peak_flops_machine``, ``peak_consistent``, ``peak_note``: `greenbench.store.views`)."""
@@ -128,6 +129,7 @@ def get_run(db_path: str | Path, run_id: str) -> dict[str, Any]:
         run["val_curve"] = (
             _fetch_dicts(con, views.VAL_CURVE, [rid]) if "val_curve" in tables else []
         )
+        run["events"] = _fetch_dicts(con, views.RUN_EVENTS, [rid]) if "run_events" in tables else []
         return run
 
     return _read(Path(db_path), query, timeout_s=8.0)

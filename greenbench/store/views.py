@@ -182,6 +182,11 @@ VAL_CURVE = (
     "SELECT repeat, step, tokens, seconds, joules, val_loss FROM val_curve WHERE run_id = ?"
     " ORDER BY repeat, step"
 )
+#: one run's events (checkpoints, failures, restarts; schema version 14 on), in order
+RUN_EVENTS = (
+    "SELECT repeat, seq, kind, step, rank, t_s, seconds, joules, tokens, bytes, note"
+    " FROM run_events WHERE run_id = ? ORDER BY repeat, seq"
+)
 
 
 def mfu_star(

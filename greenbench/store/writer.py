@@ -60,7 +60,9 @@ RUN_STATUSES = ("running", "ok", "failed", "interrupted", "skipped")
 FINAL_STATUSES = ("ok", "failed", "interrupted", "skipped")
 SHARD_SUFFIX = ".duckdb"
 #: the tables a run's results fill, replaced whole when its results are written again
-RESULT_TABLES = ("results", "rank_results", "power_samples", "comm_records", "val_curve")
+RESULT_TABLES = (
+    "results", "rank_results", "power_samples", "comm_records", "val_curve", "run_events"
+)  # fmt: skip
 
 
 def new_run_id() -> str:
@@ -316,6 +318,11 @@ class Store:
             for r in outcome.repeats
             for p in r.val_curve
         ]
+        events = [
+            (run_id, e.repeat, seq, e.kind, e.step, e.rank, e.t_s, e.seconds, e.joules,
+             e.tokens, e.bytes, e.note)
+            for seq, e in enumerate(outcome.events)
+        ]  # fmt: skip
         targets = [r.target_loss for r in outcome.repeats if r.target_loss is not None]
         ranks = [_rank_row(run_id, r) for r in outcome.ranks]
         comm = [
@@ -361,6 +368,13 @@ class Store:
                         "INSERT INTO val_curve (run_id, repeat, step, tokens, seconds, joules, "
                         "val_loss) VALUES (?, ?, ?, ?, ?, ?, ?)",
                         curve,
+                    )
+                if events:
+                    con.executemany(
+                        "INSERT INTO run_events (run_id, repeat, seq, kind, step, rank, t_s, "
+                        "seconds, joules, tokens, bytes, note) "
+                        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                        events,
                     )
                 if len(samples):
                     con.register("_greenbench_samples", samples)
