@@ -30,6 +30,7 @@ from greenbench.errors import WorkerFailed
 from greenbench.launcher.cpu_quota import RankQuotas
 from greenbench.processes import die_with_parent, forget_stops, raise_if_stopped
 from greenbench.rank.hangs import find_hang
+from greenbench.rank.ledger import read_ledgers
 from greenbench.results import RankResult
 from greenbench.settings.runspec import RunSpec
 
@@ -42,9 +43,13 @@ def threads_per_rank(nproc: int) -> int:
 def worker_command(
     spec: RunSpec, spec_file: Path, out_dir: Path, rdzv: dict[str, Any] | None = None
 ) -> list[str]:
-    run = spec.config.run
+    from greenbench.settings.fault import fault_tolerant
+
+    config = spec.config
+    run = config.run
     worker = ["-m", "greenbench.rank.worker", "--spec", str(spec_file), "--out", str(out_dir)]
-    if run.nproc * run.nnodes == 1:
+    resilient = fault_tolerant(config)
+    if run.nproc * run.nnodes == 1 and not resilient:
         return [sys.executable, *worker]
     cmd = [
         sys.executable,
@@ -56,6 +61,8 @@ def worker_command(
         f"--log-dir={out_dir / RANK_LOGS}",
         "--tee=3",
     ]
+    if resilient:  # a failed rank restarts the ranks, which resume from the last checkpoint
+        cmd.append(f"--max-restarts={config.fault.max_restarts}")
     rdzv = rdzv or {}
     if rdzv.get("endpoint"):
         # torchrun's static rendezvous: node N's ranks are N·nproc … (N+1)·nproc − 1, so global
@@ -86,6 +93,8 @@ class Execution:
     ranks: list[RankResult]
     warnings: list[str] = field(default_factory=list)
     log_dir: str | None = None
+    #: a fault-tolerant run's ledgers, by rank (`greenbench.rank.ledger`; {} for other runs)
+    ledgers: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
 
 def execute(
@@ -101,7 +110,10 @@ def execute(
     """
     run = spec.config.run
     timeout_s = run.timeout_s
-    with tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp:
+    with (
+        tempfile.TemporaryDirectory(prefix=f"{TEMP_PREFIX}{os.getpid()}-") as tmp,
+        run_checkpoints(spec, Path(tmp)),
+    ):
         out = Path(tmp)
         spec_file = out / "spec.json"
         spec_file.write_text(spec.to_json())
@@ -148,11 +160,12 @@ def execute(
         results = out / "results.json"
         if results.exists():
             ranks = [RankResult.from_dict(d) for d in json.loads(results.read_text())]
+            ledgers = read_ledgers(out)
             if code == 0:
-                return Execution(ranks, warnings)
+                return Execution(ranks, warnings, ledgers=ledgers)
             why = first_error(out, code, log)
             warnings.append(f"{why} (after the results were gathered; they are kept)")
-            return Execution(ranks, warnings, keep(out, keep_logs))
+            return Execution(ranks, warnings, keep(out, keep_logs), ledgers)
         if code == 0 and rdzv and rdzv.get("node_rank"):
             return Execution([], warnings)  # another node: rank 0 gathered these ranks' results
         message = first_error(out, code, log)
@@ -163,6 +176,29 @@ def execute(
             tail=tail_of(rank_log(out, rank) or log),
             log_dir=keep(out, keep_logs),
         )
+
+
+@contextlib.contextmanager
+def run_checkpoints(spec: RunSpec, out: Path) -> Iterator[None]:
+    """The run's own checkpoint folder (`greenbench.settings.fault.checkpoint_folder`) while it
+    runs: made before the ranks start, so that one that cannot be written fails the run at
+    once with the reason (WorkerFailed), and removed afterwards, however the run ended."""
+    from greenbench.rank.checkpoint import CheckpointError, check_writable
+    from greenbench.settings.fault import NO_CHECKPOINTS, checkpoint_folder
+
+    ckpt = spec.config.ckpt
+    if ckpt is None or ckpt.every == NO_CHECKPOINTS:
+        yield
+        return
+    root = checkpoint_folder(ckpt.dir, out)
+    try:
+        check_writable(root)
+    except CheckpointError as exc:
+        raise WorkerFailed(f"rank 0: {exc}", rank=0) from None
+    try:
+        yield
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @contextlib.contextmanager
@@ -319,7 +355,8 @@ def first_error(out: Path, code: int, log: Path) -> str:
         except (OSError, json.JSONDecodeError):
             continue
     if errors:
-        first = min(errors, key=lambda e: e["time"])
+        last = max(e.get("attempt", 0) for e in errors)  # torchrun's last restart's
+        first = min((e for e in errors if e.get("attempt", 0) == last), key=lambda e: e["time"])
         return f"rank {first['rank']}: {first['error']}"
     if exits:  # only torchrun's SIGTERMs of the survivors, or plain exit codes
         rank, exit_code = exits[0]

@@ -76,6 +76,14 @@ def settle_communication(
     either is compute. Where the ranks' collectives cannot be matched call by call, the tally's
     ``comm_note`` says that their waiting is unknown (`unsplit_note`)."""
     calls = [(c.dim, c.op, c.nbytes, c.seconds, c.waits) for c in comm.take()]
+    return settle_calls_of(tally, calls, ctx)
+
+
+def settle_calls_of(
+    tally: WindowTally, calls: list[tuple[str, str, int, float, bool]], ctx: DistContext
+) -> list[CommRecord]:
+    """`settle_communication` of calls this rank recorded as (dim, op, bytes, seconds,
+    waits), in issue order (a fault-tolerant run keeps each step's in its ledger)."""
     per_rank: list[Any] = [calls]
     rank = 0
     if ctx.distributed:

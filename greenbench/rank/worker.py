@@ -68,10 +68,14 @@ def dist_context(device: str, precision: str) -> DistContext:
     return DistContext(rank=rank, local_rank=local_rank, world_size=world, device=dev, dtype=dtype)
 
 
-def run_rank(spec: RunSpec) -> list[RankResult]:
-    """Train this rank for warm-up plus ``repeats`` measured windows; return one result each."""
+def run_rank(spec: RunSpec, out: Path | None = None) -> list[RankResult]:
+    """Train this rank for warm-up plus ``repeats`` measured windows; return one result each.
+    A fault-tolerant run (checkpoints, an injected failure) trains through
+    `greenbench.rank.resilient`, its ledger and checkpoints in the run's working folder
+    ``out``."""
     from greenbench.rank.mesh import build_mesh
     from greenbench.rank.workload import rank_workload
+    from greenbench.settings.fault import fault_tolerant
 
     run = spec.config.run
     ctx = dist_context(run.device, run.precision)
@@ -81,6 +85,12 @@ def run_rank(spec: RunSpec) -> list[RankResult]:
     comm = CommRecorder(ctx.device)
     if spec.config.train.until == "target":
         return runs_to_target(spec, ctx, mesh, comm, workload)
+    if fault_tolerant(spec.config):
+        from greenbench.rank.resilient import train_resilient
+
+        if out is None:
+            raise ValueError("a fault-tolerant run needs its working folder (out)")
+        return train_resilient(spec, ctx, mesh, comm, workload, out)
     strategy = STRATEGIES[run.strategy].load()(ctx, mesh, comm, layout)
     strategy.configure(spec.config)
     model = strategy.parallelize(workload.model)
@@ -355,9 +365,9 @@ def main(argv: list[str] | None = None) -> int:
         distributed = int(os.environ.get("WORLD_SIZE", 1)) > 1
         if distributed:
             backend = "nccl" if config.run.device == "cuda" else "gloo"
-            dist.init_process_group(backend=backend)
+            init_process_group(backend)
         ctx = dist_context(config.run.device, config.run.precision)
-        results = run_rank(spec)
+        results = run_rank(spec, args.out)
         gathered = gather(results, ctx)
         if gathered is not None:
             tmp = args.out / "results.json.tmp"
@@ -376,11 +386,43 @@ def main(argv: list[str] | None = None) -> int:
             "error": f"{type(exc).__name__}: {exc}",
             "traceback": traceback.format_exc(),
             "time": time.time(),
+            # torchrun's restarts run the ranks again: a later attempt's error is the run's
+            "attempt": int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0)),
         }
         (args.out / f"error-rank{rank}.json").write_text(json.dumps(error))
         print(f"{error['traceback']}[rank {rank}] {error['error']}", file=sys.stderr)
         return 1
     return 0
+
+
+def init_process_group(backend: str) -> None:
+    """Join the run's default process group from torchrun's environment. Ranks that torchrun
+    restarted (``TORCHELASTIC_RESTART_COUNT`` > 0) meet under a prefix of their attempt on the
+    launcher's store: the store outlives the ranks that died, and the addresses they left in it
+    would otherwise be read back by the new ranks, which then connect to ports nobody listens
+    on."""
+    import datetime
+
+    import torch.distributed as dist
+
+    attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", 0))
+    if attempt == 0:
+        dist.init_process_group(backend=backend)
+        return
+    timeout = datetime.timedelta(minutes=10)
+    store = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        is_master=False,
+        timeout=timeout,
+    )
+    dist.init_process_group(
+        backend=backend,
+        store=dist.PrefixStore(f"greenbench/attempt-{attempt}", store),
+        rank=int(os.environ["RANK"]),
+        world_size=int(os.environ["WORLD_SIZE"]),
+        timeout=timeout,
+    )
 
 
 def join_quota(out: Path, rank: int) -> None:

@@ -12,6 +12,8 @@ sections keeps its key; where the checkpoints go and how many restarts are allow
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from greenbench.config import NEVER, NON_NEGATIVE, POSITIVE, Config, section, setting
 from greenbench.errors import SpecError
 
@@ -109,6 +111,12 @@ def kill_of(config: Config) -> tuple[int, int] | None:
             f"fault.kill_rank={text!r}: write RANK@STEP (e.g. 1@3: rank 1 at measured step 3)"
         )
     return int(rank), int(step)
+
+
+def checkpoint_folder(root: str, out: Path) -> Path:
+    """The run's own checkpoint folder: in its working folder ``out``, or, where ``ckpt.dir``
+    names a folder (``root``), a folder of the same name in it (removed with the run's)."""
+    return out / "checkpoints" if not root else Path(root).expanduser() / out.name
 
 
 def fault_tolerant(config: Config) -> bool:

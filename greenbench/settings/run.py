@@ -198,6 +198,12 @@ class DebugSettings:
     abort_at_exit_rank: int = setting(
         -1, "this rank aborts (SIGABRT) after the results are written", identity=NEVER
     )
+    save_final: str = setting(
+        "",
+        "a fault-tolerant run writes its final parameters, every rank's gathered, to this file "
+        "(torch.save; for tests of restart equality)",
+        identity=NEVER,
+    )
     fault_microbatch: int = setting(
         0,
         "the microbatch of the first measured step the faults fire at",

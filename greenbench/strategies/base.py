@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 
@@ -96,6 +96,27 @@ class Strategy(ABC):
     def close(self) -> None:
         """Release what the strategy holds beyond the process group (threads, memory)."""
         return None
+
+    @property
+    def state_key(self) -> str:
+        """The key this rank's model and optimizer state is checkpointed under
+        (`greenbench.rank.checkpoint`): ranks whose state is the same model's, sharded or
+        replicated, share it; a pipeline stage holds a model of its own."""
+        return "model"
+
+    def local_state(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any] | None:
+        """This rank's own training state, for a strategy that shards by hand (saved under its
+        rank's key), or None where ``torch.distributed.checkpoint``'s ``get_state_dict`` reads
+        the model and optimizer (the default). Its tensors are loaded in place."""
+        return None
+
+    def load_local_state(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
+        """Restore what `local_state` returned, once its tensors were loaded in place."""
+        raise NotImplementedError(f"{self.name} keeps no local state")
 
     @property
     def counts_tokens(self) -> bool:

@@ -247,6 +247,15 @@ def measure(
     )  # fmt: skip
     if is_user_workload(spec.workload):
         repeats = user_run.with_flops_note(spec, repeats)
+    events = []
+    if execution.ledgers:  # a fault-tolerant run: its failures, restarts and checkpoints
+        from dataclasses import replace
+
+        from greenbench.rank.ledger import summarize
+
+        told = summarize(execution.ledgers)
+        repeats = [replace(r, **told.fields) for r in repeats]
+        events = told.events
     return RunOutcome(
         status="ok",
         repeats=repeats,
@@ -258,4 +267,5 @@ def measure(
         contended=watch.contended,
         others_busy_cores=watch.others_busy_cores,
         other_greenbench=watch.other_greenbench,
+        events=events,
     )

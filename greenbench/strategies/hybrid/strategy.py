@@ -83,6 +83,11 @@ class Hybrid(DataParallel):
     def counts_tokens(self) -> bool:
         return all(self.coordinate(d) == 0 for d in ("tp", "pp", "cp"))
 
+    @property
+    def state_key(self) -> str:
+        """A pipeline stage's model is its own (its ranks along the other dimensions share it)."""
+        return f"stage{self.coordinate('pp')}" if self.layout.pp > 1 else "model"
+
     def parallelize(self, model: ModelBuilder) -> torch.nn.Module:  # type: ignore[override]
         """Split a model family's preset (a built-in model source: its family has the
         stages, tensor-parallel plan and context-parallel form)."""

@@ -118,6 +118,17 @@ class ODC(DataParallel):
     def parameters(self, model: torch.nn.Module) -> Iterator[torch.nn.Parameter]:
         return iter(self.shards)
 
+    def local_state(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer
+    ) -> dict[str, Any] | None:
+        """This rank's flat shards and the optimizer's state over them (ODC shards by hand)."""
+        return {"shards": list(self.shards), "optim": optimizer.state_dict()}
+
+    def load_local_state(
+        self, model: torch.nn.Module, optimizer: torch.optim.Optimizer, state: dict[str, Any]
+    ) -> None:
+        optimizer.load_state_dict(state["optim"])
+
     def _install_hooks(self, model: torch.nn.Module) -> None:
         root, blocks = self.units[0], self.units[1:]
         model.register_forward_pre_hook(lambda *_: self._enter(root, grad_views=True))
