@@ -17,6 +17,7 @@ from greenbench.workloads import (
     comm_efficient,
     convergence,
     data_parallel,
+    fault_tolerance,
     fsdp_vs_odc,
     hybrid,
     power_limit,
@@ -36,6 +37,7 @@ WORKLOADS: dict[str, Workload] = {
         power_limit,
         convergence,
         comm_efficient,
+        fault_tolerance,
     )
 }
 

@@ -146,6 +146,14 @@ def rank_results(db_path: Path, run_id: str) -> pd.DataFrame:
     return _query(str(db_path), views.RANK_RESULTS, (run_id,))
 
 
+def run_events(db_path: Path, run_id: str) -> pd.DataFrame:
+    """One run's events (checkpoints, failures, restarts, work redone), in order; empty where
+    it has none or the database keeps none (a schema from before them)."""
+    if "run_events" not in set(_query(str(db_path), views.TABLE_NAMES)["table_name"]):
+        return pd.DataFrame()
+    return _query(str(db_path), views.RUN_EVENTS, (run_id,))
+
+
 def power_samples(db_path: Path, run_id: str) -> pd.DataFrame:
     """The power time series of one run (empty when the meter sampled none)."""
     return _query(str(db_path), views.POWER_SAMPLES, (run_id,))

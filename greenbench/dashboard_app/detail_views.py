@@ -163,8 +163,28 @@ def config_detail(db: Path, row: pd.Series, key: str) -> None:
     if rec["status"] == "ok":
         _trust(rec, data.run_results(db, run_id))
     _repeats(db, run_id, measured)
+    _events(db, run_id, measured)
     _ranks(db, run_id, key)
     _power(db, run_id, measured)
+
+
+def _events(db: Path, run_id: str, measured: bool) -> None:
+    """A fault-tolerant run's checkpoints, failures, restarts and redone work, one row each
+    (nothing for any other run)."""
+    events = data.run_events(db, run_id)
+    if events.empty:
+        return
+    kinds = events["kind"].value_counts()
+    title = "Events: " + ", ".join(f"{n} {k}" for k, n in kinds.items())
+    with st.expander(title):
+        st.dataframe(events, hide_index=True, placeholder=marking.MISSING)
+        st.caption(
+            "step: measured steps done (warm-up not counted); t_s: seconds from the first "
+            "measured step; seconds: wall clock, the slowest rank's; joules: summed over the "
+            "ranks' meters"
+            + ("" if measured else " (estimated here: no energy counter)")
+            + "; note: what a figure estimates or leaves out."
+        )
 
 
 def _trust(rec: dict[str, Any], res: pd.DataFrame) -> None:

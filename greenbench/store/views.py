@@ -42,6 +42,9 @@ RESULT_TABLE_COLUMNS = frozenset(
         "target_loss", "target_reached", "steps_to_target", "tokens_to_target",
         "seconds_to_target", "energy_to_target_j", "energy_to_target_net_j", "best_val_loss",
         "target_stopped_by", "eval_s", "eval_energy_j",
+        # a fault-tolerant run (schema version 14 on)
+        "failures", "tokens_trained", "goodput", "redone_s", "redone_j", "restart_s",
+        "restart_j", "energy_lost_j", "ckpt_count", "ckpt_s", "ckpt_j", "ckpt_bytes",
     }
 )  # fmt: skip
 

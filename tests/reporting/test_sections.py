@@ -8,7 +8,8 @@ from greenbench.reporting.sections import REPORT_SECTIONS
 
 EXPECTED = [
     "leaderboard", "pareto", "transformer-vs-mamba", "fsdp-vs-odc", "hybrid-layouts", "skippipe",
-    "to-target", "comm-efficient", "power-limits", "own-measurements", "workloads",
+    "to-target", "comm-efficient", "fault-tolerance", "power-limits", "own-measurements",
+    "workloads",
 ]  # fmt: skip
 
 

@@ -12,6 +12,7 @@ from greenbench.reporting.power_limits import PowerLimitsSection
 from greenbench.reporting.section import ReportSection
 from greenbench.reporting.sections.board import LeaderboardSection
 from greenbench.reporting.sections.comm_efficient import CommEfficientSection
+from greenbench.reporting.sections.fault_tolerance import FaultToleranceSection
 from greenbench.reporting.sections.own import OwnMeasurementsSection
 from greenbench.reporting.sections.pareto import ParetoSection
 from greenbench.reporting.sections.seq_len import SeqLenSection
@@ -30,6 +31,7 @@ REPORT_SECTIONS: tuple[ReportSection, ...] = tuple(
             SkipPipeSection(),
             ToTargetSection(),
             CommEfficientSection(),
+            FaultToleranceSection(),
             PowerLimitsSection(),
             OwnMeasurementsSection(),
             WorkloadsSection(),
