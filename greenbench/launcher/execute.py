@@ -27,10 +27,11 @@ from typing import Any
 import psutil
 
 from greenbench.errors import WorkerFailed
+from greenbench.launcher import survivors
 from greenbench.launcher.cpu_quota import RankQuotas
 from greenbench.processes import die_with_parent, forget_stops, raise_if_stopped
 from greenbench.rank.hangs import find_hang
-from greenbench.results import RankResult
+from greenbench.results import RankResult, RunEvent
 from greenbench.settings.runspec import RunSpec
 
 
@@ -46,6 +47,8 @@ def worker_command(
     worker = ["-m", "greenbench.rank.worker", "--spec", str(spec_file), "--out", str(out_dir)]
     if run.nproc * run.nnodes == 1:
         return [sys.executable, *worker]
+    if survivors.kills(spec):  # SkipPipe with a node really killed: not torchrun (survivors)
+        return survivors.command(spec, spec_file, out_dir, out_dir / RANK_LOGS)
     cmd = [
         sys.executable,
         "-m",
@@ -86,6 +89,7 @@ class Execution:
     ranks: list[RankResult]
     warnings: list[str] = field(default_factory=list)
     log_dir: str | None = None
+    events: list[RunEvent] = field(default_factory=list)  # a SkipPipe node killed (survivors)
 
 
 def execute(
@@ -148,11 +152,13 @@ def execute(
         results = out / "results.json"
         if results.exists():
             ranks = [RankResult.from_dict(d) for d in json.loads(results.read_text())]
+            events, more = survivors.fault_events(spec, out, ranks)  # none without a kill
+            warnings += more
             if code == 0:
-                return Execution(ranks, warnings)
+                return Execution(ranks, warnings, events=events)
             why = first_error(out, code, log)
             warnings.append(f"{why} (after the results were gathered; they are kept)")
-            return Execution(ranks, warnings, keep(out, keep_logs))
+            return Execution(ranks, warnings, keep(out, keep_logs), events)
         if code == 0 and rdzv and rdzv.get("node_rank"):
             return Execution([], warnings)  # another node: rank 0 gathered these ranks' results
         message = first_error(out, code, log)

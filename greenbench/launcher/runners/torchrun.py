@@ -255,6 +255,7 @@ def measure(
         peak_flops_source=peak[1],
         warnings=[*execution.warnings, *([watch.reason] if watch.contended else [])],
         log_path=execution.log_dir,
+        events=execution.events,
         contended=watch.contended,
         others_busy_cores=watch.others_busy_cores,
         other_greenbench=watch.other_greenbench,
