@@ -27,11 +27,12 @@ from typing import Any
 import psutil
 
 from greenbench.errors import WorkerFailed
+from greenbench.launcher import survivors
 from greenbench.launcher.cpu_quota import RankQuotas
 from greenbench.processes import die_with_parent, forget_stops, raise_if_stopped
 from greenbench.rank.hangs import find_hang
 from greenbench.rank.ledger import read_ledgers
-from greenbench.results import RankResult
+from greenbench.results import RankResult, RunEvent
 from greenbench.settings.runspec import RunSpec
 
 
@@ -51,6 +52,8 @@ def worker_command(
     resilient = fault_tolerant(config)
     if run.nproc * run.nnodes == 1 and not resilient:
         return [sys.executable, *worker]
+    if survivors.kills(spec):  # SkipPipe with a node really killed: not torchrun (survivors)
+        return survivors.command(spec, spec_file, out_dir, out_dir / RANK_LOGS)
     cmd = [
         sys.executable,
         "-m",
@@ -93,6 +96,7 @@ class Execution:
     ranks: list[RankResult]
     warnings: list[str] = field(default_factory=list)
     log_dir: str | None = None
+    events: list[RunEvent] = field(default_factory=list)  # a SkipPipe node killed (survivors)
     #: a fault-tolerant run's ledgers, by rank (`greenbench.rank.ledger`; {} for other runs)
     ledgers: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
 
@@ -160,12 +164,14 @@ def execute(
         results = out / "results.json"
         if results.exists():
             ranks = [RankResult.from_dict(d) for d in json.loads(results.read_text())]
+            events, more = survivors.fault_events(spec, out, ranks)  # none without a kill
+            warnings += more
             ledgers = read_ledgers(out)
             if code == 0:
-                return Execution(ranks, warnings, ledgers=ledgers)
+                return Execution(ranks, warnings, events=events, ledgers=ledgers)
             why = first_error(out, code, log)
             warnings.append(f"{why} (after the results were gathered; they are kept)")
-            return Execution(ranks, warnings, keep(out, keep_logs), ledgers)
+            return Execution(ranks, warnings, keep(out, keep_logs), events, ledgers)
         if code == 0 and rdzv and rdzv.get("node_rank"):
             return Execution([], warnings)  # another node: rank 0 gathered these ranks' results
         message = first_error(out, code, log)

@@ -89,9 +89,10 @@ def settle_calls_of(
     if ctx.distributed:
         import torch.distributed as dist
 
-        per_rank = [None] * ctx.world_size
+        # the current group's (a SkipPipe run's survivors regroup when a node is killed)
+        per_rank = [None] * dist.get_world_size()
         dist.all_gather_object(per_rank, calls)
-        rank = ctx.rank
+        rank = dist.get_rank()
     records, transfer, waiting = settle_calls(per_rank, rank)
     tally.comm_s, tally.wait_s = transfer, waiting
     tally.comm_note = unsplit_note(per_rank)

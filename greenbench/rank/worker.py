@@ -337,9 +337,12 @@ def gather(results: list[RankResult], ctx: DistContext) -> list[RankResult] | No
     import torch.distributed as dist
 
     payload = [r.to_dict() for r in results]
-    out: list | None = [None] * ctx.world_size if ctx.rank == 0 else None
+    # the current group's ranks: a SkipPipe run's survivors regroup when a node is killed
+    # (their rank 0 is still the data node, rank 0)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    out: list | None = [None] * world if rank == 0 else None
     dist.gather_object(payload, out, dst=0)
-    if ctx.rank != 0:
+    if rank != 0:
         return None
     return [RankResult.from_dict(d) for part in out for d in part]
 

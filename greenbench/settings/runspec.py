@@ -68,6 +68,8 @@ class RunSpec:
                 parts.append(f"slow={sp.slow_nodes}×{sp.slowdown:g}")
             if sp.fail_node >= 0:
                 parts.append(f"fail={sp.fail_node}@{sp.fail_step}")
+            if c.fault is not None and c.fault.kill_rank.strip():  # a node really killed
+                parts.append(f"kill={c.fault.kill_rank.strip()}")
             if sp.mode == "simulate":
                 return self._simulated_name(c, parts)
             strategy = f"skippipe[{' '.join(parts)}]"

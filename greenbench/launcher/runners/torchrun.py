@@ -247,7 +247,7 @@ def measure(
     )  # fmt: skip
     if is_user_workload(spec.workload):
         repeats = user_run.with_flops_note(spec, repeats)
-    events = []
+    events = list(execution.events)  # a SkipPipe node killed
     if execution.ledgers:  # a fault-tolerant run: its failures, restarts and checkpoints
         from dataclasses import replace
 
@@ -255,7 +255,7 @@ def measure(
 
         told = summarize(execution.ledgers)
         repeats = [replace(r, **told.fields) for r in repeats]
-        events = told.events
+        events += told.events
     return RunOutcome(
         status="ok",
         repeats=repeats,

@@ -53,6 +53,11 @@ def check_skippipe(config: Config, layout: Layout) -> None:
     """SpecError for stages, links or nodes a SkipPipe run cannot have."""
     sp: SkipPipeSettings = config.skippipe
     counts = parse_nodes(sp.stages)
+    if sp.mode == "simulate" and killed_node(config) is not None:
+        raise SpecError(
+            f"fault.kill_rank={config.fault.kill_rank}: a simulated SkipPipe run has no "
+            "process to kill"
+        )
     if sp.mode == "simulate":
         if config.energy.source != "auto":
             raise SpecError(
@@ -87,6 +92,14 @@ def check_skippipe(config: Config, layout: Layout) -> None:
             f"skippipe.fail_node={fail} must be a node of a stage of blocks "
             f"({counts[0]}…{layout.world - 1}); data nodes hold the loss"
         )
+    kill = killed_node(config)
+    for what, node in ((f"skippipe.fail_node={fail}", fail), (f"fault.kill_rank={kill}", kill)):
+        if node is not None and node >= counts[0] and len(counts) == 2 and counts[1] == 1:
+            raise SpecError(
+                f"{what}: node {node} is the only node of the only stage of blocks; "
+                "no path would have a block left"
+            )
+    check_kill(config, counts, layout)
     slow = sp.slow_nodes
     for part in str(slow).split("-"):
         if part.strip() and not (part.strip().isdigit() and int(part) < layout.world):
@@ -99,4 +112,42 @@ def check_skippipe(config: Config, layout: Layout) -> None:
     if global_batch % micro:
         raise SpecError(
             f"data.global_batch={global_batch} is not a multiple of data.micro_batch={micro}"
+        )
+
+
+def killed_node(config: Config) -> int | None:
+    """The rank ``fault.kill_rank`` kills (None: none, or not ``R@S``, which the fault
+    section's own check refuses)."""
+    fault = getattr(config, "fault", None)
+    rank, at, _ = (fault.kill_rank.strip() if fault is not None else "").partition("@")
+    return int(rank) if at and rank.strip().isdigit() else None
+
+
+def check_kill(config: Config, counts: tuple[int, ...], layout: Layout) -> None:
+    """SpecError for a SkipPipe node killed where its survivors cannot carry on: a data node
+    (it holds the embedding, the loss and its microbatches), a rank beyond the run, a run to a
+    target (its evaluations are not made to survive a death), several nodes (a kill beside
+    ``skippipe.fail_node``)."""
+    node = killed_node(config)
+    if node is None:
+        return
+    text = config.fault.kill_rank.strip()
+    sp: SkipPipeSettings = config.skippipe
+    if node >= layout.world:
+        raise SpecError(
+            f"fault.kill_rank={text}: rank {node} is beyond the run's {layout.world} ranks"
+        )
+    if node < counts[0]:
+        raise SpecError(
+            f"fault.kill_rank={text}: rank {node} is a data node of skippipe.stages="
+            f"{sp.stages} (0…{counts[0] - 1}: they hold the loss); kill a node of a stage "
+            "of blocks"
+        )
+    if config.train.until != "window":
+        raise SpecError(f"fault.kill_rank={text}: a SkipPipe kill needs train.until=window")
+    if config.run.nnodes != 1:
+        raise SpecError(f"fault.kill_rank={text}: a SkipPipe kill runs on one node (nnodes=1)")
+    if sp.fail_node >= 0:
+        raise SpecError(
+            f"fault.kill_rank={text}: one failure per run; leave skippipe.fail_node at -1"
         )

@@ -38,6 +38,7 @@ from greenbench.planner.skippipe.schedule import (
 )
 from greenbench.planner.skippipe.topology import Topology, build_topology
 from greenbench.strategies.skippipe.plan import Plan, fill_drain_order
+from greenbench.strategies.skippipe.settings import FULL_SCHEDULES
 
 if TYPE_CHECKING:
     from greenbench.data.settings import DataSettings
@@ -201,24 +202,32 @@ def make_plan(
     removed: set[int],
     costs: Costs,
 ) -> Plan:
-    """One iteration's plan for nodes ``counts`` per stage without ``removed``."""
+    """One iteration's plan for nodes ``counts`` per stage without ``removed``.
+
+    A stage of blocks whose every node was removed (stopped serving, or died) is skipped by
+    every path: the plan is made over the other stages, and its ``stage_nodes`` keep the
+    empty stage (so a node's stage index, and the blocks each path runs, stay the run's).
+    The data nodes (stage 0) cannot all go: they hold the loss."""
     stage_nodes = nodes_by_stage(counts, removed)
-    if any(not nodes for nodes in stage_nodes):
-        raise RuntimeError("every node of a stage stopped serving: no path can visit it")
+    if not stage_nodes[0]:
+        raise RuntimeError("every data node stopped serving: no microbatch has a loss")
     if microbatches % len(stage_nodes[0]):
         raise RuntimeError(
             f"{microbatches} microbatches do not split over {len(stage_nodes[0])} data nodes"
         )
-    topology, ranks = local_topology(stage_nodes, costs)
-    if schedule == "full":  # every stage, a stage's replicas in turn, fill-drain (GPipe) order
-        paths, data = even_paths(stage_nodes, microbatches, 0.0)
+    serving = tuple(nodes for nodes in stage_nodes if nodes)  # the stages a path can visit
+    if len(serving) < 2:  # refused up front (`checks.check_skippipe`)
+        raise RuntimeError("every stage of blocks stopped serving: no path has a block")
+    if schedule in FULL_SCHEDULES:
+        if schedule == "full-aware":  # only through replicas that are not stragglers
+            slow = {n for n, factor in costs.slowdown.items() if factor > 1}
+            paths, data = aware_paths(serving, microbatches, slow)
+        else:  # every serving stage, a stage's replicas in turn, fill-drain (GPipe) order
+            paths, data = even_paths(serving, microbatches, 0.0)
         return fill_drain_order(stage_nodes, paths, data)
-    if schedule == "full-aware":  # the same, only through replicas that are not stragglers
-        slow = {n for n, factor in costs.slowdown.items() if factor > 1}
-        paths, data = aware_paths(stage_nodes, microbatches, slow)
-        return fill_drain_order(stage_nodes, paths, data)
+    topology, ranks = local_topology(serving, costs)
     per_data_node = microbatches // len(stage_nodes[0])
-    shape = IterationShape.from_skip_ratio(len(stage_nodes), skip, per_data_node)
+    shape = IterationShape.from_skip_ratio(len(serving), skip, per_data_node)
     if schedule == "random":
         planned = scheduler.random_skip(topology, shape, seed=seed)
     else:

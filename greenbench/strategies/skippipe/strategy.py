@@ -25,8 +25,10 @@ so the gradients equal a full model's over the layers each microbatch visited.
 
 A node that stops serving (``skippipe.fail_node`` from step ``skippipe.fail_step``) is routed
 around: from that step, plans leave it out, and its process stays alive and idle (a gloo group
-does not survive a dead member). This goes beyond the published code, which evaluates removed
-stages only at inference.
+does not survive a dead member). A node really killed (``fault.kill_rank``) is survived by the
+others: they notice, regroup in a gloo group of their own and route around it from then on
+(`survivors`). A stage whose every node is gone is skipped by the paths and by evaluation. This
+goes beyond the published code, which evaluates removed stages only at inference.
 
 Evaluation on the held-out set (`SkipPipe.evaluate`) runs the whole model, whatever the schedule
 skips in training: every microbatch goes forward through every stage, at a serving node of each
@@ -53,6 +55,7 @@ from greenbench.strategies.schedule import BeforeMicrobatch, StepSchedule, step_
 from greenbench.strategies.skippipe.checks import parse_nodes
 from greenbench.strategies.skippipe.plan import Plan
 from greenbench.strategies.skippipe.routes import make_plan, run_costs, stage_layers
+from greenbench.strategies.skippipe.survivors import survival_of
 
 if TYPE_CHECKING:
     from greenbench.config import Config
@@ -92,6 +95,15 @@ class SkipPipe(Strategy):
         gbps = sp.link_bandwidth_gbps
         self.seconds_per_byte = 8.0 / (gbps * 1e9) if gbps > 0 else 0.0
         self.step_index = 0
+        # a node really killed (fault.kill_rank): the survivors' side (`survivors.Survival`)
+        self.survival = (
+            survival_of(config, self.ctx.rank, self.ctx.world_size)
+            if self.ctx.distributed
+            else None
+        )
+        self.waited_s = 0.0  # how long the last receive or send waited (a detection's wait)
+        self.loss_per_token = 0.0  # the last finished iteration's (a lost one's estimate)
+        self.lost_steps: list[int] = []
 
     # -- building ------------------------------------------------------------------------
 
@@ -104,6 +116,8 @@ class SkipPipe(Strategy):
         sp = self.skippipe
         failed = sp.fail_node
         gone = frozenset({failed} if failed >= 0 and step >= sp.fail_step else ())
+        if self.survival is not None:
+            gone |= self.survival.gone
         if gone not in self.plans:
             self.plans[gone] = make_plan(
                 self.counts,
@@ -156,16 +170,24 @@ class SkipPipe(Strategy):
         groups: dict[frozenset[int], Any] = {}
         if not self.ctx.distributed:
             return groups
-        first = 0
+        survival = self.survival
+        first, gone, timeout = 0, frozenset[int](), None
+        if survival is not None:  # in the current group's numbering; a replica's wait bounded
+            gone, timeout = survival.gone, survival.timeout
         for count in self.counts:
-            nodes = list(range(first, first + count))
+            nodes = [n for n in range(first, first + count) if n not in gone]
             first += count
-            for size in (count, count - 1):
+            for size in (len(nodes), len(nodes) - 1):
                 if size < 2:
                     continue
                 for subset in combinations(nodes, size):
-                    groups[frozenset(subset)] = dist.new_group(list(subset))
+                    ranks = [self.peer(n) for n in subset]
+                    groups[frozenset(subset)] = dist.new_group(ranks, timeout=timeout)
         return groups
+
+    def peer(self, node: int) -> int:
+        """``node``'s rank in the current process group (its own, until survivors regroup)."""
+        return node if self.survival is None else self.survival.peer(node)
 
     # -- data --------------------------------------------------------------------------------
 
@@ -217,6 +239,15 @@ class SkipPipe(Strategy):
     def iteration(self, optimizer: torch.optim.Optimizer, batch: StepBatch) -> float:
         """One iteration of the plan: every task of this node, the replicas' gradients summed,
         the optimizer step; returns the summed loss (on data nodes)."""
+        survival = self.survival
+        if survival is not None:
+            survival.before(self.step_index)  # the victim dies here, at its step
+            if survival.noticed():  # the launcher's notice, with no message to wait for
+                self.recover(None)
+            if self.step_index < survival.resume:
+                return self.lost(optimizer, batch)
+            if survival.gone and self.step_index == survival.resume:
+                self.note_rerouting()
         plan = self.plan_for(self.step_index)
         layers = {s + 1: hi - lo for s, (lo, hi) in enumerate(self.bounds)} | {0: 0}
         tokens = [mb.n_tokens for mb in batch.microbatches]
@@ -225,12 +256,63 @@ class SkipPipe(Strategy):
         optimizer.zero_grad(set_to_none=True)
         data = self.padded(batch)
         scale = 1.0 / batch.global_tokens
-        loss = self.run_tasks(plan, data, scale)
-        self.sum_replicas(plan)
+        try:
+            loss = self.run_tasks(plan, data, scale)
+            self.sum_replicas(plan)
+        except RuntimeError as exc:  # gloo's errors; survived only where a node is killed
+            if survival is None or survival.gone:
+                raise
+            self.recover(exc)
+            return self.lost(optimizer, batch)
         optimizer.step()
+        self.loss_per_token = loss / max(batch.n_tokens, 1)
         synchronize(self.ctx.device)
         self.step_index += 1
         return loss
+
+    def recover(self, error: BaseException | None) -> None:
+        """Regroup with the survivors (`Survival.recover`), then make the replicas' groups
+        again in the new numbering."""
+        assert self.survival is not None
+        self.survival.recover(self.step_index, error, self.waited_s)
+        self.replica_groups = self.make_replica_groups()
+        if self.node == 0:
+            self.note_rerouting()
+
+    def lost(self, optimizer: torch.optim.Optimizer, batch: StepBatch) -> float:
+        """An iteration lost to the failure: its gradients dropped, no optimizer step, no
+        block counted as run. Its loss (on the data node) is an estimate, the last finished
+        iteration's per token over this batch's tokens, so the window's mean loss is not
+        pulled down by iterations that computed none."""
+        assert self.survival is not None
+        optimizer.zero_grad(set_to_none=True)
+        self.last_fraction = 0.0
+        self.lost_steps.append(self.survival.measured(self.step_index))
+        self.survival.lost_tokens += batch.n_tokens
+        self.step_index += 1
+        if self.node == 0:
+            self.note_rerouting()
+        return self.loss_per_token * batch.n_tokens if self.node == 0 else 0.0
+
+    def note_rerouting(self) -> None:
+        """The data node's record of the rerouting: the measured step from which plans leave
+        the dead node out, the iterations lost before it and their tokens, the nodes that
+        serve and the stages no path visits any more (their blocks unused from then on, in
+        training and evaluation)."""
+        survival = self.survival
+        assert survival is not None
+        plan = self.plan_for(max(self.step_index, survival.resume))
+        skipped = [s for s, nodes in enumerate(plan.stage_nodes) if not nodes]
+        survival.rerouted({
+            "step": survival.measured(survival.resume),
+            "lost": list(self.lost_steps),
+            "tokens": survival.lost_tokens,
+            "t": time.time(),
+            "serving": sorted(n for nodes in plan.stage_nodes for n in nodes),
+            "skipped": [
+                {"stage": s, "layers": list(self.bounds[s - 1])} for s in skipped
+            ],
+        })  # fmt: skip
 
     def run_tasks(self, plan: Plan, data: list, scale: float) -> float:
         node = self.node
@@ -282,7 +364,7 @@ class SkipPipe(Strategy):
                 torch.autograd.backward(hidden, grad)
                 self.slow_down(t0)
         for work in pending:
-            work.wait()
+            self.wait(work)
         return loss_sum
 
     # -- evaluation ----------------------------------------------------------------------
@@ -296,7 +378,8 @@ class SkipPipe(Strategy):
         routes = []
         for m in range(count):
             data = stages[0][m % len(stages[0])]
-            path = tuple(nodes[m % len(nodes)] for nodes in stages[1:])
+            # a stage with no node left is skipped: its blocks are gone (`note_rerouting`)
+            path = tuple(nodes[m % len(nodes)] for nodes in stages[1:] if nodes)
             routes.append((data, *path, data))
         return routes
 
@@ -346,7 +429,7 @@ class SkipPipe(Strategy):
                 ).double()  # fmt: skip
                 self.slow_down(t0)
         for work in pending:
-            work.wait()
+            self.wait(work)
         if self.ctx.distributed:
             with self.comm.span("world", "all_reduce", tensor_bytes(loss)):
                 dist.all_reduce(loss)
@@ -369,8 +452,8 @@ class SkipPipe(Strategy):
         tag = self.tag(m, direction)
         with self.comm.span(DIM, "send", tensor_bytes(payload)):
             works = [
-                dist.isend(payload, peer, tag=tag),
-                dist.isend(stamp, peer, tag=tag + 1_000_000),
+                dist.isend(payload, self.peer(peer), tag=tag),
+                dist.isend(stamp, self.peer(peer), tag=tag + 1_000_000),
             ]
         return _Works(works, (payload, stamp))
 
@@ -381,14 +464,31 @@ class SkipPipe(Strategy):
         stamp = torch.empty(1, dtype=torch.float64, device=self.ctx.device)
         tag = self.tag(m, direction)
         with self.comm.span(DIM, "recv", tensor_bytes(out), waits=True):
-            dist.recv(out, peer, tag=tag)
-            dist.recv(stamp, peer, tag=tag + 1_000_000)
+            if self.survival is None:
+                dist.recv(out, peer, tag=tag)
+                dist.recv(stamp, peer, tag=tag + 1_000_000)
+            else:  # a wait of fault.detect_s at most: then the peer counts as gone
+                self.wait(dist.irecv(out, self.peer(peer), tag=tag))
+                self.wait(dist.irecv(stamp, self.peer(peer), tag=tag + 1_000_000))
         delay = self.latency_s + tensor_bytes(out) * self.seconds_per_byte
         if delay > 0:
             arrive = float(stamp.item()) + delay
             with self.comm.span(DIM, "link_delay", tensor_bytes(out)):
                 time.sleep(max(0.0, arrive - time.time()))
         return out
+
+    def wait(self, work: Any) -> None:
+        """Wait for a send or receive; where a node may be killed, for ``fault.detect_s`` at
+        most, noting how long it waited when it fails (the detection's wait)."""
+        if self.survival is None:
+            work.wait()
+            return
+        t0 = time.perf_counter()
+        try:
+            work.wait(self.survival.timeout)
+        except RuntimeError:
+            self.waited_s = time.perf_counter() - t0
+            raise
 
     def sum_replicas(self, plan: Plan) -> None:
         """Sum gradients over the serving replicas of this node's stage."""
@@ -442,6 +542,9 @@ class _Works:
     def __init__(self, works: list[Any], keep: tuple[torch.Tensor, ...]) -> None:
         self.works, self.keep = works, keep
 
-    def wait(self) -> None:
+    def wait(self, timeout: Any = None) -> None:
         for work in self.works:
-            work.wait()
+            if timeout is None:
+                work.wait()
+            else:
+                work.wait(timeout)
