@@ -39,6 +39,15 @@ class CheckpointError(RuntimeError):
     """The run's checkpoint folder cannot be written (its reason in the message)."""
 
 
+def _save_errors() -> tuple[type[BaseException], ...]:
+    from torch.distributed.checkpoint.api import CheckpointException
+
+    return (Exception, CheckpointException)  # DCP's is a BaseException: every rank's errors
+
+
+SAVE_ERRORS = _save_errors()
+
+
 def step_folder(root: Path, steps: int) -> Path:
     return root / f"{STEP_PREFIX}{steps:06d}"
 
@@ -70,6 +79,36 @@ def check_writable(root: Path) -> None:
 def folder_bytes(path: Path) -> int:
     """Bytes of the files under ``path`` (0 when it is gone)."""
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def state_bytes(state: Any) -> int:
+    """Bytes of the tensors this rank holds in ``state`` (a DTensor's local shard)."""
+    if isinstance(state, dict):
+        return sum(state_bytes(v) for v in state.values())
+    if isinstance(state, (list, tuple)):
+        return sum(state_bytes(v) for v in state)
+    if isinstance(state, torch.Tensor):
+        local = state.to_local() if hasattr(state, "to_local") else state
+        return local.numel() * local.element_size()
+    return 0
+
+
+def why_not_saved(path: Path, state: dict[str, Any], exc: BaseException) -> str:
+    """Why a checkpoint could not be written, for the run's error: the disk's free space where
+    it cannot hold this rank's share (DCP reports a short write as a file-format error), else
+    the error's first line."""
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    try:
+        free = shutil.disk_usage(path.parent).free
+    except OSError:
+        return f"checkpoint {path} could not be written: {first}"
+    need = state_bytes(state)
+    if need and free < need:
+        return (
+            f"checkpoint {path} could not be written: No space left on device ({free} bytes "
+            f"free, this rank's share needs {need}): {first}"
+        )
+    return f"checkpoint {path} could not be written ({free} bytes free): {first}"
 
 
 def rng_state(device: torch.device) -> dict[str, Any]:
@@ -141,11 +180,14 @@ class Checkpoints:
         state = self._state(strategy, model, optimizer)
         state["steps"] = steps
         path = step_folder(self.root, steps)
-        if self.asynchronous:
-            self._pending = dcp.async_save(state, checkpoint_id=path, process_group=self._group)
-            self._pending_steps = steps
-        else:
-            dcp.save(state, checkpoint_id=path)
+        try:
+            if self.asynchronous:
+                self._pending = dcp.async_save(state, checkpoint_id=path, process_group=self._group)
+                self._pending_steps = steps
+            else:
+                dcp.save(state, checkpoint_id=path)
+        except SAVE_ERRORS as exc:
+            raise CheckpointError(why_not_saved(path, state, exc)) from exc
 
     def wait(self) -> int | None:
         """Wait for an asynchronous save still writing; return its steps (None: none was)."""
@@ -153,7 +195,12 @@ class Checkpoints:
         self._pending = self._pending_steps = None
         if pending is None:
             return None
-        pending.result()
+        try:
+            pending.result()
+        except SAVE_ERRORS as exc:
+            raise CheckpointError(
+                why_not_saved(step_folder(self.root, steps or 0), {}, exc)
+            ) from exc
         return steps
 
     def load(

@@ -155,6 +155,11 @@ def summarize(ledgers: Mapping[int, list[dict[str, Any]]], repeat: int = 0) -> F
     for r in records:
         if r["kind"] == "checkpoint":
             saves.setdefault((r["attempt"], r["step"]), []).append(r)
+    for r in records:  # an asynchronous save a failure came before was complete if loaded
+        if r["kind"] == "restart" and r.get("loaded") is not None and "loaded_bytes" in r:
+            before = [key for key in saves if key[1] == r["loaded"] and key[0] < r["attempt"]]
+            if before:
+                written.setdefault(max(before), r["loaded_bytes"])
     ckpt_s = ckpt_j = 0.0
     ckpt_known = True
     ckpt_bytes = 0
@@ -239,9 +244,7 @@ def summarize(ledgers: Mapping[int, list[dict[str, Any]]], repeat: int = 0) -> F
                     repeat, "load", step=loaded, t_s=at(_max(r["t_load"] for r in after)),
                     seconds=_max(r["load_s"] for r in after),
                     joules=joules(r.get("load_energy") for r in after),
-                    bytes=written.get(next(
-                        (k for k in written if k[1] == loaded), (-1, -1)
-                    )),
+                    bytes=next((r["loaded_bytes"] for r in after if "loaded_bytes" in r), None),
                     note="the checkpoint read back by every rank",
                 ))
             )  # fmt: skip

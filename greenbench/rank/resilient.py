@@ -110,11 +110,14 @@ def train_resilient(
         comm.take()  # what building, warm-up and loading sent is not a measured step's
         if attempt > 0:
             parts = [w for w in (window if start is not None else None, load_window, rest) if w]
+            loaded_bytes = {}  # rank 0 tells what the checkpoint holds
+            if start is not None and ctx.rank == 0:
+                loaded_bytes["loaded_bytes"] = folder_bytes(step_folder(root, start))
             ledger.write(
                 "restart", attempt=attempt, t_begin=t_begin, t_ready=time.time(),
                 loaded=start, load_s=load_s, t_load=t_load,
                 load_energy=load_window.to_dict() if load_window else None,
-                energy=sum_windows(parts),
+                energy=sum_windows(parts), **loaded_bytes,
             )  # fmt: skip
         memory = StateMemory(model, optimizer, strategy.parameters(model))
         kill = kill_of(config) if attempt == 0 else None

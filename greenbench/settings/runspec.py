@@ -79,8 +79,21 @@ class RunSpec:
             parts = [c.ddp.method, EmulatedLink.of(c).label()]
             if any(parts):
                 strategy = f"ddp[{', '.join(p for p in parts if p)}]"
+        quota += self._fault_words(c)
         m, d = c.model, c.data
         return f"{m.family}/{m.size} seq={d.seq_len} {d.lengths} {strategy}×{ranks}{quota}"
+
+    @staticmethod
+    def _fault_words(c: Config) -> str:
+        """A checkpointed or killed run's words: ``ckpt/4 async kill=1@15`` (SkipPipe's kill is
+        in its brackets)."""
+        words = ""
+        ckpt, fault = c.ckpt, c.fault
+        if ckpt is not None and ckpt.every > 0:
+            words += f" ckpt/{ckpt.every}" + (" async" if ckpt.mode == "async" else "")
+        if fault is not None and fault.kill_rank.strip() and c.run.strategy != "skippipe":
+            words += f" kill={fault.kill_rank.strip()}"
+        return words
 
     def _simulated_name(self, c: Config, parts: list[str]) -> str:
         """A simulated SkipPipe run's name: its network and its simulated nodes; on ``gcp12``

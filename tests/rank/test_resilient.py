@@ -96,9 +96,14 @@ def test_a_killed_run_restarts_and_ends_as_an_uninterrupted_one(tmp_path, layout
 def test_an_asynchronous_checkpoint_restores_the_same_run(tmp_path):
     db = run_pair(tmp_path, {"strategy": "ddp", "nproc": 2}, "1@5", **{"ckpt.mode": "async"})
     events = read_frame(db, "SELECT kind, step, bytes, note FROM run_events ORDER BY seq")
-    loads = events[events.kind == "load"]
-    assert list(loads.step) == [4]
-    assert events[events.kind == "checkpoint"].note.str.contains("async").all()
+    (loaded,) = events[events.kind == "load"].step
+    saves = events[events.kind == "checkpoint"]
+    assert saves.note.str.contains("async").all()
+    # the save after step 4 is still being written when rank 1 dies one step later, or done:
+    # a restart loads the newest complete one
+    cut_short = saves[saves.note.str.contains("never completed")]
+    assert loaded == (2 if len(cut_short) else 4)
+    assert list(cut_short.step) in ([], [4])
     same_parameters(tmp_path)
 
 
