@@ -26,17 +26,17 @@ DDP = ["--set", "strategy=ddp", "--set", "nproc=2"]
         (
             [*DDP, "--set", "train.steps=4", "--set", "fault.kill_rank=1@4"],
             "step 4 is beyond the run's 4 measured steps",
-        ),  # fmt: skip
+        ),
         ([*DDP, "--set", "fault.kill_rank=one@two"], "write RANK@STEP"),
         ([*DDP, "--set", "ckpt.every=2", "--set", "repeats=3"], "one repeat (run.repeats=1"),
         (
             [*DDP, "--set", "ckpt.every=2", "--set", "ddp.compress=powersgd"],
             "keep state outside the model and optimizer",
-        ),  # fmt: skip
+        ),
         (
             [*DDP, "--set", "ckpt.every=2", "--set", "train.until=target"],
             "a run to a target is not checkpointed",
-        ),  # fmt: skip
+        ),
     ],
 )
 def test_a_bad_fault_setting_is_one_line_exit_2(tmp_path: Path, args, message):
@@ -52,9 +52,14 @@ def test_a_kill_or_checkpoints_count_in_the_identity_and_the_name():
     (plain,) = expand("transformer-vs-mamba", [{"model.family": "transformer"}])[:1]
     (killed,) = expand(
         "transformer-vs-mamba",
-        [{"model.family": "transformer", "strategy": "ddp", "nproc": 2, "ckpt.every": 2, "repeats": 1,
-          "ckpt.mode": "async", "fault.kill_rank": "1@1", "ckpt.dir": "/tmp/x"}],
-    )[:1]  # fmt: skip
+        [
+            {
+                **{"model.family": "transformer", "strategy": "ddp", "nproc": 2, "repeats": 1},
+                **{"ckpt.every": 2, "ckpt.mode": "async", "fault.kill_rank": "1@1"},
+                "ckpt.dir": "/tmp/x",
+            }
+        ],
+    )[:1]
     assert killed.name.endswith("ddp×2 ckpt/2 async kill=1@1")
     from greenbench.settings import spec_identity
 
