@@ -207,17 +207,22 @@ def fault_events(
             f"plans from measured step {rerouted['step']} serve nodes "
             f"{','.join(map(str, rerouted['serving']))}; iterations lost (gradients dropped, "
             f"no useful token): {rerouted['lost'] or 'none'}; seconds: from the death to the "
-            "first iteration on the new plan; joules unknown (the meters measure the window, "
-            "not single iterations)"
+            "first iteration on the new plan; joules: an estimate, those seconds at the "
+            "survivors' mean power over their window (the meters measure the window, not "
+            "single iterations)"
         )
+        repeat = repeat_of(rerouted["step"], ranks)
+        seconds = max(0.0, rerouted["t"] - died)
+        power = survivors_power_w(ranks, repeat)
         events.append(
             RunEvent(
-                repeat=repeat_of(rerouted["step"], ranks),
+                repeat=repeat,
                 kind="rerouted",
                 step=rerouted["step"],
                 rank=victim,
                 t_s=since(rerouted["t"]),
-                seconds=max(0.0, rerouted["t"] - died),
+                seconds=seconds,
+                joules=None if power is None else power * seconds,
                 tokens=rerouted["tokens"],
                 note="; ".join(filter(None, (note, skipped))),
             )
@@ -225,6 +230,20 @@ def fault_events(
         if skipped:
             warnings.append(skipped)
     return events, warnings
+
+
+def survivors_power_w(ranks: list[RankResult], repeat: int) -> float | None:
+    """The surviving ranks' mean power over ``repeat``'s window: their joules summed over the
+    longest of their windows' seconds (None when a rank's energy is unknown)."""
+    windows = [r.energy for r in ranks if r.repeat == repeat]
+    if not windows or any(w is None or w.energy_j is None for w in windows):
+        return None
+    seconds = max(w.seconds for w in windows if w is not None)
+    return (
+        sum(w.energy_j for w in windows if w is not None and w.energy_j) / seconds
+        if seconds > 0
+        else None
+    )
 
 
 def repeat_of(step: int, ranks: list[RankResult]) -> int:

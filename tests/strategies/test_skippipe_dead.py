@@ -51,7 +51,8 @@ def spec(**over: object):
 def stored(db):
     runs = read_frame(db, "SELECT run_id, status, error, warnings, config_name FROM runs")
     events = read_frame(
-        db, "SELECT kind, step, rank, t_s, seconds, tokens, note FROM run_events ORDER BY seq"
+        db,
+        "SELECT kind, step, rank, t_s, seconds, joules, tokens, note FROM run_events ORDER BY seq",
     )
     return runs, events
 
@@ -77,6 +78,8 @@ def test_the_stragglers_replica_killed_mid_run_is_routed_around_and_the_run_fini
     rerouted = events.iloc[-1]
     assert "serve nodes 0,1,3" in rerouted.note  # the later plans leave the dead node out
     assert 2 <= rerouted.step <= 3  # step 1 was lost (the victim died in it)
+    # the iterations affected cost their seconds at the survivors' mean power (an estimate)
+    assert rerouted.joules > 0 and "joules: an estimate" in rerouted.note
     ranks = read_frame(db, "SELECT DISTINCT rank FROM rank_results ORDER BY rank")
     assert list(ranks["rank"]) == [0, 1, 3]  # the survivors' results, no others
     assert check_integrity(db) == []
