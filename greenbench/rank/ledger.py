@@ -131,6 +131,9 @@ class FaultSummary:
 
     fields: dict[str, Any] = field(default_factory=dict)
     events: list[RunEvent] = field(default_factory=list)
+    #: the longest any rank's meter ran (its segments' seconds): the gaps between a failure
+    #: and the restarted ranks' start are in the run's seconds but in no meter's
+    metered_s: float = 0.0
 
 
 def _max(values: Iterable[float]) -> float:
@@ -249,6 +252,11 @@ def summarize(ledgers: Mapping[int, list[dict[str, Any]]], repeat: int = 0) -> F
                 ))
             )  # fmt: skip
 
+    # the seconds some rank's meter ran: a window's net energy subtracts idle over these only
+    metered_s = _max(
+        math.fsum(r["energy"]["seconds"] for r in ledger if r.get("energy") is not None)
+        for ledger in ledgers.values()
+    )
     kept_tokens = sum(r["tokens"] for rank in ledgers for r in useful_steps(ledgers[rank])[0])
     trained = kept_tokens + redone_tokens
     lost_j = None if redone_j is None or restart_j is None else redone_j + restart_j
@@ -267,4 +275,4 @@ def summarize(ledgers: Mapping[int, list[dict[str, Any]]], repeat: int = 0) -> F
         "ckpt_bytes": ckpt_bytes,
     }
     ordered = [e for _, e in sorted(events, key=lambda te: te[0])]
-    return FaultSummary(fields, ordered)
+    return FaultSummary(fields, ordered, metered_s)

@@ -180,6 +180,26 @@ def aggregate_checked(
     ], new_peak
 
 
+def metered_net(
+    repeat: RepeatResult, metered_s: float, idle_w: float | None, idle_why: str
+) -> dict[str, Any]:
+    """A fault-tolerant repeat's net energy and idle note over the seconds its meters ran
+    (``metered_s``): its gross energy leaves out the unmetered gaps between a failure and the
+    restart, so idle is subtracted, and compared with the mean power, over the metered seconds
+    only (over the whole window it would make the mean power look lower than it was)."""
+    from greenbench.vocabulary.trust import idle_problem
+
+    if metered_s <= 0 or repeat.energy_j is None or idle_w is None:
+        return {}
+    note = idle_problem(idle_w, repeat.energy_j, metered_s, idle_why)
+    net = None if note else repeat.energy_j - idle_w * metered_s
+    return {
+        "idle_note": note,
+        "energy_net_j": net,
+        "net_joules_per_token": net / repeat.tokens if net is not None and repeat.tokens else None,
+    }
+
+
 class IdlePower:
     """Idle power of this node, sampled once per energy source and reused for the session.
 
@@ -254,7 +274,8 @@ def measure(
         from greenbench.rank.ledger import summarize
 
         told = summarize(execution.ledgers)
-        repeats = [replace(r, **told.fields) for r in repeats]
+        repeats = [replace(r, **told.fields, **metered_net(r, told.metered_s, idle_w, idle_why))
+                   for r in repeats]  # fmt: skip
         events += told.events
     return RunOutcome(
         status="ok",
