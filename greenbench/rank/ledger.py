@@ -216,8 +216,8 @@ def summarize(ledgers: Mapping[int, list[dict[str, Any]]], repeat: int = 0) -> F
                     ),
                     joules=joules(r.get("energy") for r in lost),
                     tokens=sum(r["tokens"] for r in lost),
-                    note=f"measured steps {first}…{max(r['step'] for r in lost)} trained since "
-                    "the last checkpoint, trained again after the restart; the step the failure "
+                    note="the measured steps from this one to the failure, trained since the "
+                    "last checkpoint and again after the restart; the step the failure "
                     "interrupted is not metered",
                 ))
             )  # fmt: skip

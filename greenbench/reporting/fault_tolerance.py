@@ -24,6 +24,7 @@ seconds ÷ Σ failures, and the median step time.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -142,6 +143,17 @@ def sample_figures(rows: pd.DataFrame) -> pd.DataFrame:
     )  # fmt: skip
 
 
+#: a figure in an event's note (``2.81``, ``12``)
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+#: a run name's checkpoint words (`RunSpec.name`): a group's runs differ in them
+_CKPT_WORDS = re.compile(r" ckpt/\d+(?: async)?")
+
+
+def group_name(config_name: str) -> str:
+    """A group's name: its runs' name without the interval that tells them apart."""
+    return _CKPT_WORDS.sub("", config_name)
+
+
 def group_of(row: pd.Series) -> str:
     """The group a sample is compared within: its configuration but ``ckpt.every`` and the
     seed, its kind of device and its energy label (`target_findings.same_but`)."""
@@ -170,7 +182,7 @@ def interval_table(samples: pd.DataFrame) -> pd.DataFrame:
             "group": group, "every": int(every), "mode": first["mode"], "kill": first["kill"],
             "workload": first["workload"], "strategy": first["strategy"],
             "nproc": first["nproc"], "device_type": first["device_type"],
-            "config_name": first["config_name"], "energy": first["energy"],
+            "config_name": group_name(first["config_name"]), "energy": first["energy"],
             "energy_measured": bool(g["energy_measured"].astype(bool).all()),
             "runs": g["run_id"].nunique(), "samples": len(g),
             "failures": int(pd.to_numeric(g["failures"], errors="coerce").fillna(0).sum()),
@@ -215,8 +227,13 @@ def read_events(db_path: str | Path, run_ids: list[str]) -> pd.DataFrame:
 
 
 def event_notes(events: pd.DataFrame) -> dict[str, list[str]]:
-    """Each event kind's distinct notes (what its figures estimate or leave out), in order."""
+    """Each event kind's distinct notes (what its figures estimate or leave out), in order;
+    notes that differ only in their figures (a restart's seconds, a run's steps) are one, its
+    figures written "…"."""
     notes: dict[str, list[str]] = {}
+    events = events.assign(
+        note=[_NUMBER.sub("…", n) if isinstance(n, str) else n for n in events["note"]]
+    )
     for kind, note in zip(events["kind"], events["note"], strict=True):
         if isinstance(note, str) and note.strip() and note not in notes.get(kind, []):
             notes.setdefault(str(kind), []).append(note)
