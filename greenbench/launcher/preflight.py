@@ -82,6 +82,18 @@ def devices_here(device: str, limit: int | None = None) -> int | None:
     return limit
 
 
+def why_unsupported(spec: RunSpec) -> str | None:
+    """Why ``spec``'s strategy cannot run it on its device or hosts with what is built
+    (`greenbench.strategies.card.StrategyCard.unsupported`), or None."""
+    from greenbench.strategies import STRATEGIES
+    from greenbench.vocabulary import is_user_workload
+
+    if is_user_workload(spec.workload):
+        return None
+    config = spec.config
+    return STRATEGIES[config.run.strategy].unsupported(config, spec.layout)
+
+
 def why_too_few_devices(spec: RunSpec, limit: int | None = None) -> str | None:
     """The reason ``spec``'s ranks cannot each have a device of this node, or None."""
     run = spec.config.run

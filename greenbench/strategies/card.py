@@ -35,11 +35,21 @@ class StrategyCard:
     check: Callable[[Config, Layout], None] = check_data_parallel
     #: the strategy's own settings section (`greenbench.config.section`), where it has one
     settings: type | None = None
+    #: why a valid configuration cannot run on its device or hosts with what is built (None:
+    #: it can); the launcher stores such a configuration ``skipped`` with the reason, and the
+    #: rest of its suite runs (`unsupported`)
+    unsupported_by: Callable[[Config, Layout], str | None] | None = None
 
     def validate(self, config: Config, layout: Layout) -> None:
         """Raise SpecError for settings (``config``, the run's typed view) this strategy cannot
         run with on ``layout``."""
         self.check(config, layout)
+
+    def unsupported(self, config: Config, layout: Layout) -> str | None:
+        """Why this strategy cannot run ``config`` on its device or hosts (a configuration that
+        is valid, only not runnable there with what is built), or None. Not a SpecError: a suite
+        run on GPUs keeps its other configurations (`greenbench.launcher.preflight`)."""
+        return None if self.unsupported_by is None else self.unsupported_by(config, layout)
 
     def default_layout(self, world: int) -> Layout:
         """The layout of ``world`` ranks when nothing else is given."""

@@ -13,7 +13,7 @@ from greenbench.strategies.card import StrategyCard
 from greenbench.strategies.ddp_settings import DDPSettings, check_ddp
 from greenbench.strategies.fsdp_settings import FSDPSettings, check_fsdp
 from greenbench.strategies.hybrid.checks import check_hybrid
-from greenbench.strategies.odc.checks import check_odc
+from greenbench.strategies.odc.checks import check_odc, odc_unsupported
 from greenbench.strategies.odc.settings import ODCSettings
 from greenbench.strategies.skippipe.checks import check_skippipe
 from greenbench.strategies.skippipe.settings import SkipPipeSettings
@@ -52,6 +52,7 @@ CARDS: tuple[StrategyCard, ...] = (
         balance="balanced-cost",
         check=check_odc,
         settings=ODCSettings,
+        unsupported_by=odc_unsupported,
     ),
     StrategyCard(
         name="hybrid",

@@ -17,7 +17,11 @@ from typing import Any
 from greenbench.errors import WorkerFailed
 from greenbench.launcher.execute import execute, failed_rank_of, threads_per_rank
 from greenbench.launcher.power_limits import held_limit
-from greenbench.launcher.preflight import why_it_cannot_fit, why_too_few_devices
+from greenbench.launcher.preflight import (
+    why_it_cannot_fit,
+    why_too_few_devices,
+    why_unsupported,
+)
 from greenbench.launcher.runners.base import Peak, RunContext, Shape
 from greenbench.launcher.runners.record import build_record, model_kernels
 from greenbench.rank import user_run
@@ -48,8 +52,10 @@ class TorchrunRunner:
         return Peak(*peak_flops_for(spec))
 
     def why_not_here(self, spec: RunSpec, peak: Peak, devices: int | None) -> str | None:
-        return why_too_few_devices(spec, devices) or why_it_cannot_fit(
-            spec, trusted_peak(spec, peak.flops)
+        return (
+            why_unsupported(spec)
+            or why_too_few_devices(spec, devices)
+            or why_it_cannot_fit(spec, trusted_peak(spec, peak.flops))
         )
 
     def record(self, spec: RunSpec, ctx: RunContext) -> RunRecord:

@@ -9,19 +9,21 @@ from greenbench.strategies.odc.settings import ODCSettings
 from greenbench.vocabulary import Layout
 
 
+def odc_unsupported(config: Config, layout: Layout) -> str | None:
+    """Why ODC cannot run ``config`` where it would run (`StrategyCard.unsupported`): its
+    shared-memory transport reaches CPU ranks on one host only."""
+    if config.run.device == "cuda":
+        return "strategy=odc runs on CPU ranks for now: its CUDA transport is not built"
+    if config.run.nnodes > 1:
+        return "strategy=odc runs within one host for now: its cross-host transport is not built"
+    return None
+
+
 def check_odc(config: Config, layout: Layout) -> None:
-    """SpecError where ODC's transport is not built (CUDA IPC, cross-host), and for lockstep
-    (``odc.meet=microbatch``) on a split whose ranks may run different microbatch counts."""
+    """SpecError for lockstep (``odc.meet=microbatch``) on a split whose ranks may run
+    different microbatch counts (where ODC's transport reaches: `odc_unsupported`)."""
     check_data_parallel(config, layout)
     check_ranks("odc", layout)
-    if config.run.device == "cuda":
-        raise SpecError(
-            "strategy=odc runs on CPU ranks for now: its CUDA IPC transport is not built"
-        )
-    if config.run.nnodes > 1:
-        raise SpecError(
-            "strategy=odc runs within one host for now: its cross-host transport is not built"
-        )
     odc = config[ODCSettings]
     if odc is not None and odc.meet == "microbatch" and config.data.balance == "balanced-cost":
         raise SpecError(
