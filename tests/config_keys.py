@@ -30,6 +30,8 @@ VARIANTS = (
     ("skippipe", {"skippipe.fail_node": 1, "skippipe.fail_step": 2, "emulate.slow_nodes": "2",
                   "emulate.slowdown": 2.0, "emulate.link_latency_ms": 5.0}),
     ("hybrid", {"train.pp_schedule": "gpipe", "debug.slowdown_s": 0.1, "timeout_s": 60.0}),
+    ("hybrid", {"layout": "dps2-pp2", "train.pp_schedule": "interleaved-1f1b"}),
+    ("hybrid", {"layout": "dpr2-dps2", "train.activation_checkpointing": "full"}),
     ("data-parallel", {"data.lengths": "swe-smith", "data.cost_model": "7b",
                        "energy.region": "FRA", "energy.idle_s": 0.0}),
 )  # fmt: skip

@@ -262,7 +262,17 @@ def test_an_impossible_layout_is_one_line_and_writes_nothing(tmp_path: Path, tp:
         (["layout=cp3"], "layout.cp=3 does not divide data.seq_len=512"),
         (["layout=pp4", "data.global_batch=2"], "needs at least 4 microbatches"),
         (["layout=tp2-cp2", "model.family=mamba"], "cannot combine layout.tp and layout.cp"),
-        (["layout=dpr2-tp2"], "strategy=hybrid does not replicate"),
+        (["layout=dpr2-tp2"], "strategy=hybrid replicates shards (HSDP)"),
+        (["layout=pp4", "train.pp_schedule=interleaved-1f1b"], "needs 8 blocks"),
+        (
+            [
+                "layout=pp2",
+                "data.global_batch=5",
+                "data.micro_batch=1",
+                "train.pp_schedule=interleaved-1f1b",
+            ],
+            "do not split into 2 equal rounds",
+        ),
         (["layout=tp2-pp"], "not a layout"),
         (["layout.pp=99"], "layout.pp=99 is more than the 4 layers"),  # beside the swept layouts
     ],

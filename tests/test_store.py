@@ -906,7 +906,7 @@ def test_runs_written_before_layouts_migrate_and_match_new_runs(tmp_path: Path) 
     # settings that came after version 1 (a version-1 file holds none of them)
     added = ("layout.", "model.scan", "emulate.", "debug.abort_at_exit_rank", "fsdp.", "odc.")
     added += ("data.cost_a", "data.cost_b", "data.chain_seed", "train.until", "eval.", "target.")
-    added += ("ddp.", "ckpt.", "fault.")
+    added += ("ddp.", "ckpt.", "fault.", "train.activation_checkpointing")
 
     db = tmp_path / "old.duckdb"
     con = duckdb.connect(str(db))

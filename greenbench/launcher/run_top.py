@@ -2,7 +2,8 @@
 
 The plan is made as `greenbench plan` makes it (`greenbench.planner.command.plan_command`,
 printed the same way); its first K layouts that fit the device and that a strategy can run
-here (the spec's rules: ``dp_replicate`` beside another degree has no strategy) become
+here (the spec's rules: ``dp_replicate`` beside tensor or pipeline parallelism without shards
+has no strategy; the hybrid strategy says why) become
 configurations of the ``hybrid`` workload with the plan's model, batch and precision, on this
 machine's device (``cpu`` for ``--device-type host``, else ``cuda``), and run through the
 launcher's ordinary path (`greenbench.launcher.launch.run_specs`): stored in ``--db`` like any

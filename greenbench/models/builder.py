@@ -4,14 +4,18 @@ A family's torch-free description is its card (`greenbench.models.card.ModelCard
 parts (`greenbench.models.card.FamilyParts`) name its builder, its blocks (the units FSDP wraps
 one by one and a pipeline cuts between), its `TensorParallel` split, its pipeline stages, its
 context-parallel form and its fused kernels. `ModelBuilder` builds a run's model from a card;
-`compile_blocks` and the fused-loss mark apply to a built model.
+`checkpoint_blocks`, `compile_blocks` and the fused-loss mark apply to a built model.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import torch
+from torch.utils.checkpoint import checkpoint
 
 from greenbench.models.card import ModelCard, ModelInfo, TensorParallel
 
@@ -20,6 +24,7 @@ __all__ = [
     "ModelBuilder",
     "ModelInfo",
     "TensorParallel",
+    "checkpoint_blocks",
     "compile_blocks",
     "fuses_loss",
 ]
@@ -32,8 +37,9 @@ class ModelBuilder:
     ``build(device)`` seeds torch's RNG with ``seed`` and constructs the model (``"meta"``
     builds shapes only), so every rank and the single-process reference get the same weights.
     With ``fused``, the family's fused kernels are applied (``fuse``); with ``compile``, each
-    block's forward is compiled (`compile_blocks`); both as the model is built, before any
-    strategy wraps, shards or splits it.
+    block's forward is compiled (`compile_blocks`); with ``checkpoint``, each block's forward
+    is recomputed in backward (`checkpoint_blocks`, inside the compiled forward, as torchtitan
+    orders them); all as the model is built, before any strategy wraps, shards or splits it.
     """
 
     family: ModelCard
@@ -43,6 +49,7 @@ class ModelBuilder:
     vocab_size: int | None = None
     compile: bool = False
     fused: bool = False
+    checkpoint: bool = False
 
     @property
     def info(self) -> ModelInfo:
@@ -59,6 +66,8 @@ class ModelBuilder:
             if self.family.fuse is None:
                 raise ValueError(f"model family {self.family.name!r} has no fused kernels")
             self.family.fuse(model, torch.device(device or "cpu").type)
+        if self.checkpoint:
+            checkpoint_blocks(self.family.blocks(model))
         if self.compile:
             compile_blocks(self.family.blocks(model))
         return model
@@ -84,3 +93,49 @@ def compile_blocks(blocks: list[torch.nn.Module]) -> None:
     eagerly around the compiled forward. Compilation happens at the first call."""
     for block in blocks:
         block.forward = torch.compile(block.forward)  # type: ignore[method-assign]
+
+
+class _InputsHeld(torch.autograd.Function):
+    """Identity on a checkpointed block's output that saves the block's tensor inputs for
+    backward: the checkpoint holds them anyway (it runs the forward on them again), but in a
+    closure that no saved-tensor hook sees; saved here, they are counted where saved
+    activations are (`greenbench.rank.state_memory`) at no cost in memory (the same
+    storages)."""
+
+    @staticmethod
+    def forward(ctx: Any, out: torch.Tensor, *held: torch.Tensor) -> torch.Tensor:
+        ctx.save_for_backward(*held)
+        ctx.count = len(held)
+        return out.view_as(out)
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
+        return (grad, *([None] * ctx.count))
+
+
+def _checkpointed(forward: Callable[..., Any]) -> Callable[..., Any]:
+    def run(*args: Any, **kwargs: Any) -> Any:
+        out = checkpoint(forward, *args, use_reentrant=False, **kwargs)
+        held = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        if isinstance(out, torch.Tensor):
+            return _InputsHeld.apply(out, *held)
+        if isinstance(out, tuple) and out and isinstance(out[0], torch.Tensor):
+            return (_InputsHeld.apply(out[0], *held), *out[1:])
+        return out
+
+    return functools.wraps(forward)(run)
+
+
+def checkpoint_blocks(blocks: list[torch.nn.Module]) -> None:
+    """Make each block's ``forward`` an activation checkpoint (non-reentrant
+    ``torch.utils.checkpoint``), in place: forward keeps only the block's inputs, and backward
+    runs the block's forward again to get what it saved. Replacing ``forward`` rather than
+    wrapping the module (torch's ``checkpoint_wrapper``) keeps the module itself, its parameter
+    names and its class, so FSDP2, DDP, tensor-parallel plans and pipeline stages apply to it
+    unchanged; module hooks (FSDP2's gathers, the tensor-parallel inputs' conversions) run
+    around the checkpoint, and submodules' hooks inside it run again in the recomputation.
+    The RNG state is preserved, so a block with dropout recomputes what it computed. The
+    inputs the checkpoint holds are saved for backward once more (`_InputsHeld`) so that the
+    saved-activation count sees them."""
+    for block in blocks:
+        block.forward = _checkpointed(block.forward)  # type: ignore[method-assign]

@@ -74,8 +74,8 @@ def reduce_scatter(n_bytes: float, p: int, link: Link, calls: int = 1) -> float:
     return seconds("reduce_scatter", n_bytes, p, link, calls)
 
 
-def all_reduce(n_bytes: float, p: int, link: Link) -> float:
-    return seconds("all_reduce", n_bytes, p, link)
+def all_reduce(n_bytes: float, p: int, link: Link, calls: int = 1) -> float:
+    return seconds("all_reduce", n_bytes, p, link, calls)
 
 
 def bubble_fraction(stages: int, microbatches: int) -> float:

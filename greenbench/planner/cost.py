@@ -34,7 +34,10 @@ One optimizer step moves ``global_batch × seq_len`` tokens. Each data-parallel 
     data-parallel ones, as torchtitan does): per microbatch, the stage's parameters gathered
     twice (forward, backward) in the activation dtype and the gradients reduce-scattered in
     fp32, one call per FSDP unit (each block, and the root);
-  - dp_replicate: once per step, an all-reduce of the fp32 gradients each replica holds.
+  - dp_replicate: once per step, an all-reduce of the fp32 gradients each replica holds; beside
+    FSDP (HSDP, the hybrid strategy), an all-reduce of each unit's fp32 gradient shard after
+    its reduce-scatter, per microbatch as the reduce-scatters are, where it hides (or not) as
+    they do: it is issued on their stream (`greenbench.strategies.fsdp.replicate_hook`).
   tp, cp and pp communication lies on the critical path. Data-parallel communication of the
   dimensions the device overlaps (`DeviceModel.overlapped`: on GPUs both, as FSDP prefetches on
   its own stream and DDP reduces in buckets during backward; on a CPU host only DDP's, whose
@@ -176,8 +179,13 @@ def communication(
     if layout.dp_replicate > 1:
         grads = params / shards * GRAD_BYTES
         link = link_of(layout, "dp_replicate", device)
-        seconds = alpha_beta.all_reduce(grads, layout.dp_replicate, link)
-        if "dp_replicate" in device.overlapped:
+        if shards > 1:  # HSDP: the shard's all-reduce follows each unit's reduce-scatter
+            seconds = alpha_beta.all_reduce(m * grads, layout.dp_replicate, link, m * (blocks + 1))
+            hides_in = "dp_shard"
+        else:
+            seconds = alpha_beta.all_reduce(grads, layout.dp_replicate, link)
+            hides_in = "dp_replicate"
+        if hides_in in device.overlapped:
             overlapped += seconds
         else:
             critical += seconds

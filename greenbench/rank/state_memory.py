@@ -23,7 +23,10 @@ exactly that, from the tensors themselves, in bytes:
   flight on a pipeline's first stage. Tensors whose base is a leaf that requires grad (the
   parameters, FSDP2's unsharded parameters and views of either) are parameters, not
   activations, and are skipped. Under bf16 autocast the bf16 weight copies a matmul saves are
-  counted: they are real memory held until backward.
+  counted: they are real memory held until backward. A checkpointed block
+  (``train.activation_checkpointing``) saves its inputs where this hook sees them
+  (`greenbench.models.builder.checkpoint_blocks`); what it saves in its recomputation, during
+  backward, goes to the checkpoint's own hooks and is not counted.
 
 Counted per rank; ``state_bytes`` is the sum of the four. What is not counted: tensors a custom
 autograd function keeps as attributes of ``ctx`` instead of ``save_for_backward``, temporaries

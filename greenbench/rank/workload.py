@@ -40,6 +40,7 @@ def rank_workload(spec: RunSpec, device: torch.device) -> TrainingWorkload:
         model.scan,
         compile=compile_blocks,
         fused=model.liger == "on",
+        checkpoint=config.train.activation_checkpointing == "full",
     )
     plan = DataPlan.from_section(config.data, seed=seed, vocab_size=builder.info.vocab_size)
     held_out = config.eval.docs if config.train.until == "target" else 0

@@ -94,11 +94,20 @@ class LayoutSettings:
         return {d: getattr(self, d) for d in DEGREES}
 
 
+#: strategies under which a block's forward may run again in backward: their parameters are
+#: whole there (FSDP2 gathers a block's before its backward); auto resolves to one of them
+CHECKPOINTING_STRATEGIES = ("auto", "single", "ddp", "fsdp", "hybrid")
+
+
 def _pipelined(s: Any) -> bool:
     return s.get("layout.pp", 1) not in (1, "auto")
 
 
-@section("train", "The training loop: steps measured, warm-up, learning rate, schedule, compile.")
+@section(
+    "train",
+    "The training loop: steps measured, warm-up, learning rate, schedule, compile, activation "
+    "checkpointing.",
+)
 class TrainSettings:
     steps: int = setting(3, "minimum measured steps per repeat", bound=POSITIVE, identity=ALWAYS)
     max_steps: int = setting(
@@ -111,8 +120,9 @@ class TrainSettings:
     lr: float = setting(1e-3, "the optimizer's learning rate", bound=NON_NEGATIVE, identity=ALWAYS)
     pp_schedule: str = setting(
         "1f1b",
-        "pipeline schedule when layout.pp > 1: 1f1b | gpipe",
-        choices=("1f1b", "gpipe"),
+        "pipeline schedule when layout.pp > 1: 1f1b | gpipe | interleaved-1f1b (1F1B over "
+        "two stages per rank, looped: rank r holds stages r and r + pp)",
+        choices=("1f1b", "gpipe", "interleaved-1f1b"),
         built_in_only=True,
         identity=when(_pipelined),
     )
@@ -123,6 +133,16 @@ class TrainSettings:
         choices=("auto", "on", "off"),
         # compiled runs only: every run before the setting was eager, and keeps its identity
         identity=when(lambda s: s.get("train.compile") == "on"),
+    )
+    activation_checkpointing: str = setting(
+        "off",
+        "off | full: every block's forward recomputed in its backward (torch.utils.checkpoint "
+        "per block, as torchtitan's full activation checkpointing), so only the blocks' inputs "
+        "stay saved between forward and backward; built-in models under single, ddp, fsdp or "
+        "hybrid",
+        choices=("off", "full"),
+        # checkpointed runs only: every run before the setting kept its activations
+        identity=when(lambda s: s.get("train.activation_checkpointing") == "full"),
     )
     until: str = setting(
         "window",
@@ -141,6 +161,19 @@ class TrainSettings:
     def check(self, config: Config) -> None:
         if self.max_steps < self.steps:
             raise SpecError("train.max_steps must be >= train.steps")
+        if self.activation_checkpointing != "off":
+            strategy = config.run.strategy
+            if config.model is None:
+                raise SpecError(
+                    "train.activation_checkpointing checkpoints a built-in model's blocks: a "
+                    "user workload's model has none greenbench knows"
+                )
+            if strategy not in CHECKPOINTING_STRATEGIES:
+                raise SpecError(
+                    f"train.activation_checkpointing is not applied under strategy={strategy} "
+                    f"(only {', '.join(CHECKPOINTING_STRATEGIES)}): its recomputed forward "
+                    "would run without the strategy's own parameter hooks"
+                )
 
 
 @section("emulate", "How a shared CPU is made to behave like the devices it stands in for.")

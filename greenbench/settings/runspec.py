@@ -44,6 +44,8 @@ class RunSpec:
         watts), and emulated GPUs ``emulated-h100``."""
         c = self.config
         quota = " cpu-quota" if c.emulate.rank_cpu_quota == "on" else ""
+        if c.train.activation_checkpointing != "off":
+            quota += f" ac={c.train.activation_checkpointing}"
         if c.emulate.gpu:
             quota += f" emulated-{c.emulate.gpu}"
         if (c.gpu.power_limit_w or 0) > 0:

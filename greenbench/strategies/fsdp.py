@@ -37,6 +37,7 @@ import contextlib
 from typing import TYPE_CHECKING, Any
 
 import torch
+import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 
@@ -81,6 +82,19 @@ def _recorded(base: type, comm: CommRecorder, op: str, sized: str, dim: str = DI
     return Recorded()
 
 
+def replicate_hook(comm: CommRecorder, group: Any, dim: str) -> Any:
+    """FSDP2's all-reduce hook for HSDP made here: the reduce-scattered gradient shard
+    (``reduce_output``, reduced in place) summed over the replicas in ``group``, recorded as one
+    ``all_reduce`` on ``dim`` with the shard's bytes. FSDP2's own HSDP all-reduce has no hook
+    that sees it issued (its hook receives the result), so it could not be recorded."""
+
+    def hook(reduce_output: torch.Tensor) -> None:
+        with comm.span(dim, "all_reduce", tensor_bytes(reduce_output)):
+            dist.all_reduce(reduce_output, group=group)
+
+    return hook
+
+
 def reshard(model: torch.nn.Module) -> None:
     """Free every gathered parameter of a ``fully_shard``-ed model (after a forward-only pass,
     which leaves the root's gathered: FSDP2 keeps them for the backward that normally
@@ -98,6 +112,7 @@ def shard_model(
     dim: str,
     param_dtype: torch.dtype | None = None,
     collectives: tuple[type, type] | None = None,
+    replicate: tuple[Any, str] | None = None,
 ) -> None:
     """``fully_shard`` each block, then the root, over the 1-D ``mesh`` (recorded as ``dim``):
     every all-gather and reduce-scatter recorded, gradients summed (see the module doc). With
@@ -105,7 +120,8 @@ def shard_model(
     float32 over float32 shards (FSDP2's mixed precision, as torchtitan trains).
     ``collectives``: the all-gather and reduce-scatter classes to record instead of FSDP2's
     defaults (`greenbench.strategies.odc.collectives`: the same collectives over shared
-    memory)."""
+    memory). ``replicate``: (process group, dimension) of replicas of these shards (HSDP): each
+    reduce-scattered gradient shard is then summed over them too (`replicate_hook`)."""
     policy = MixedPrecisionPolicy()
     if param_dtype is not None:
         policy = MixedPrecisionPolicy(param_dtype=param_dtype, reduce_dtype=torch.float32)
@@ -125,6 +141,8 @@ def shard_model(
             # loss scale already divides by the minibatch's global token count
             module.set_force_sum_reduction_for_comms(True)
             module.set_gradient_divide_factor(1.0)
+            if replicate is not None:
+                module.set_all_reduce_hook(replicate_hook(comm, *replicate))
 
 
 class FSDP(DataParallel):

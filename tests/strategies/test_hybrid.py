@@ -60,10 +60,10 @@ def settings(layout: Layout, family: str, schedule: str) -> dict:
     }
 
 
-def train(family: str, layout: Layout, rank: int, schedule: str) -> dict:
+def train(family: str, layout: Layout, rank: int, schedule: str, checkpoint: bool = False) -> dict:
     from greenbench.rank.mesh import build_mesh
 
-    builder = ModelBuilder(FAMILIES[family], "tiny", seed=0, kernel="auto")
+    builder = ModelBuilder(FAMILIES[family], "tiny", seed=0, kernel="auto", checkpoint=checkpoint)
     ctx = DistContext(rank, rank, layout.world, torch.device("cpu"), torch.float32)
     if layout.world == 1:
         strategy = STRATEGIES["single"].load()(ctx)
@@ -75,16 +75,28 @@ def train(family: str, layout: Layout, rank: int, schedule: str) -> dict:
     schedule = strategy.schedule(next_token_loss)
     optimizer = torch.optim.SGD(strategy.parameters(model), lr=LR)
     plan = DataPlan(source=MarkovSource(vocab_size=builder.info.vocab_size, seed=1), **DATA)
-    losses = []
+    losses, calls, replicated = [], set(), []
     for step in range(STEPS):
         loss, _ = schedule.train_step(model, optimizer, strategy.assignment.batch(plan, step))
         losses.append(loss)
+        step_calls = strategy.comm.take()
+        calls |= {(c.dim, c.op) for c in step_calls}
+        replicated.append(
+            sum(c.nbytes for c in step_calls if (c.dim, c.op) == ("dp_replicate", "all_reduce"))
+        )
     local = sum((p.to_local() if hasattr(p, "to_local") else p).numel() for p in model.parameters())
-    calls = {(c.dim, c.op) for c in strategy.comm.take()}
-    return {"losses": losses, "params": local, "calls": calls, "counts": strategy.counts_tokens}
+    return {
+        "losses": losses,
+        "params": local,
+        "calls": calls,
+        "counts": strategy.counts_tokens,
+        "replicated": replicated,
+    }
 
 
-def _worker(rank: int, port: int, family: str, texts: list[str], schedule: str, out: str) -> None:
+def _worker(
+    rank: int, port: int, family: str, texts: list[str], schedule: str, out: str, checkpoint: bool
+) -> None:
     """Every layout in turn on one 4-rank process group (one start-up for all of them)."""
     import torch.distributed as dist
 
@@ -92,7 +104,9 @@ def _worker(rank: int, port: int, family: str, texts: list[str], schedule: str, 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=4)
     try:
-        results = {text: train(family, Layout.parse(text), rank, schedule) for text in texts}
+        results = {
+            text: train(family, Layout.parse(text), rank, schedule, checkpoint) for text in texts
+        }
         torch.save(results, f"{out}.{rank}")
     finally:
         dist.destroy_process_group()
@@ -149,10 +163,13 @@ def _coordinates(layout: Layout, rank: int) -> tuple[list[str], list[int]]:
     return names, list(reversed(coords))
 
 
-def run_layouts(out_dir: Path, family: str, texts: list[str], schedule: str) -> dict:
-    """Layout text -> each rank's results."""
+def run_layouts(
+    out_dir: Path, family: str, texts: list[str], schedule: str, checkpoint: bool = False
+) -> dict:
+    """Layout text -> each rank's results (``checkpoint``: every block's activations
+    checkpointed)."""
     out = str(out_dir / f"{family}-{schedule}")
-    spawn(_worker, (free_port(), family, texts, schedule, out), 4)
+    spawn(_worker, (free_port(), family, texts, schedule, out, checkpoint), 4)
     per_rank = [torch.load(f"{out}.{r}", weights_only=False) for r in range(4)]
     return {text: [ranks[text] for ranks in per_rank] for text in texts}
 
@@ -194,3 +211,72 @@ def test_gpipe_schedule_matches_single_process(measured: dict, tmp_path: Path):
     ranks = run_layouts(tmp_path, "transformer", [text], "gpipe")[text]
     total = next(r["losses"] for r in ranks if r["counts"])
     torch.testing.assert_close(total, measured["transformer"]["reference"], rtol=1e-4, atol=1e-4)
+
+
+def shard_gradient_bytes(family: str, fsdp: int) -> int:
+    """The bytes of one rank's float32 gradient shard under FSDP2 over ``fsdp`` ranks: every
+    parameter's dim 0 padded to a multiple of ``fsdp`` and split (what a reduce-scatter
+    outputs), summed over the model (the whole model: no tp, no pp)."""
+    model = FAMILIES[family].build("tiny", vocab_size=None, kernel="auto")
+    total = 0
+    for p in model.parameters():
+        rows = -(-p.shape[0] // fsdp)
+        total += rows * (p.numel() // p.shape[0]) * 4
+    return total
+
+
+#: HSDP layouts: replicas of FSDP2 shards over dp_shard, or over the context-parallel ranks
+HSDP = {
+    "dpr2-dps2-tp1-pp1-cp1": {("dp_replicate", "all_reduce"), ("dp_shard", "reduce_scatter")},
+    "dpr2-dps1-tp1-pp1-cp2": {("dp_replicate", "all_reduce"), ("cp", "reduce_scatter")},
+}
+
+
+@pytest.mark.slow
+def test_hsdp_matches_single_process_and_records_replicate_all_reduce(tmp_path: Path):
+    """HSDP (2 replicas × 2 shards) trains as one process does, each rank holds its dp_shard
+    shard, and every step records the replicas' all-reduce on dp_replicate with the bytes of
+    the gradient shard, once per reduce-scatter: per microbatch (no pipeline here)."""
+    family = "transformer"
+    reference = train(family, Layout(), 0, "1f1b")["losses"]
+    results = run_layouts(tmp_path, family, list(HSDP), "1f1b")
+    for text, ranks in results.items():
+        layout = Layout.parse(text)
+        counting = [r for r in ranks if r["counts"]]
+        assert len(counting) == layout.dp
+        total = [sum(r["losses"][s] for r in counting) for s in range(STEPS)]
+        torch.testing.assert_close(total, reference, rtol=1e-4, atol=1e-4, msg=text)
+        for rank, result in enumerate(ranks):
+            assert result["params"] == expected_params(family, layout, rank), f"{text} {rank}"
+        assert HSDP[text] <= set().union(*(r["calls"] for r in ranks)), text
+        microbatches = DATA["global_batch"] // (layout.dp * DATA["micro_batch"])
+        shard = shard_gradient_bytes(family, layout.dp_shard * layout.cp)
+        for result in ranks:
+            assert result["replicated"] == [microbatches * shard] * STEPS, text
+
+
+def assert_layouts_match(family: str, results: dict) -> None:
+    """Each layout's summed losses equal one process's, and each rank holds its parameters."""
+    reference = train(family, Layout(), 0, "1f1b")["losses"]
+    for text, ranks in results.items():
+        layout = Layout.parse(text)
+        total = [sum(r["losses"][s] for r in ranks if r["counts"]) for s in range(STEPS)]
+        torch.testing.assert_close(total, reference, rtol=1e-4, atol=1e-4, msg=text)
+        for rank, result in enumerate(ranks):
+            assert result["params"] == expected_params(family, layout, rank), f"{text} {rank}"
+
+
+@pytest.mark.slow
+def test_interleaved_1f1b_matches_single_process(tmp_path: Path):
+    """Two stages per rank (4 in all over the tiny Transformer's 4 blocks), beside FSDP."""
+    texts = ["dpr1-dps2-tp1-pp2-cp1"]
+    results = run_layouts(tmp_path, "transformer", texts, "interleaved-1f1b")
+    assert_layouts_match("transformer", results)
+    assert {("pp", "send"), ("pp", "recv")} <= set().union(*(r["calls"] for r in results[texts[0]]))
+
+
+@pytest.mark.slow
+def test_activation_checkpointing_matches_single_process(tmp_path: Path):
+    """Every block checkpointed under tensor parallelism beside FSDP, and under a pipeline."""
+    texts = ["dpr1-dps2-tp2-pp1-cp1", "dpr1-dps1-tp2-pp2-cp1"]
+    assert_layouts_match("transformer", run_layouts(tmp_path, "transformer", texts, "1f1b", True))

@@ -2,9 +2,12 @@
 
 A rank's stage is a run of the family's blocks (`ModelCard.pipeline_stage`), cut evenly
 (`stage_bounds`: earlier stages take the remainder, since the last also holds the final norm and
-the LM head). The schedule is `ScheduleGPipe` (all forwards, then all backwards) or
+the LM head). The schedule is `ScheduleGPipe` (all forwards, then all backwards),
 `Schedule1F1B` (one forward, one backward in steady state: at most ``stages`` microbatches'
-activations in flight), chosen by ``train.pp_schedule``; a minibatch's microbatches go through
+activations in flight) or `ScheduleInterleaved1F1B` (``interleaved-1f1b``: the blocks cut into
+`VIRTUAL` stages per rank, looped, so rank r holds stages r, r + pp, …, and the bubble shrinks by
+that factor for as many more point-to-point messages), chosen by ``train.pp_schedule``; a
+minibatch's microbatches go through
 it as one call, with gradients summed over microbatches (no scaling by their count: the loss is
 already divided by the minibatch's token count).
 
@@ -37,11 +40,28 @@ import torch.distributed as dist
 from torch.distributed.pipelining import schedules as _schedules
 
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
+from greenbench.strategies.hybrid.checks import INTERLEAVED_STAGES
 
 log = logging.getLogger(__name__)
 
 DIM = "pp"
-SCHEDULES = {"gpipe": _schedules.ScheduleGPipe, "1f1b": _schedules.Schedule1F1B}
+SCHEDULES = {
+    "gpipe": _schedules.ScheduleGPipe,
+    "1f1b": _schedules.Schedule1F1B,
+    "interleaved-1f1b": _schedules.ScheduleInterleaved1F1B,
+}
+#: pipeline stages per rank of each schedule (the others: one)
+VIRTUAL = {"interleaved-1f1b": INTERLEAVED_STAGES}
+
+
+def virtual_stages(schedule: str) -> int:
+    """How many stages each rank holds under ``schedule``."""
+    return VIRTUAL.get(schedule, 1)
+
+
+def rank_stages(rank: int, ranks: int, schedule: str) -> list[int]:
+    """The stage indices rank ``rank`` of ``ranks`` holds, looped: ``rank, rank + ranks, …``."""
+    return [rank + k * ranks for k in range(virtual_stages(schedule))]
 
 
 def stage_bounds(n_layers: int, stages: int, stage: int) -> tuple[int, int]:
@@ -94,11 +114,16 @@ def recorded(comm: CommRecorder) -> Iterator[None]:
 
 
 class Pipeline:
-    """This rank's stage and the schedule that runs a minibatch through every stage."""
+    """This rank's stages and the schedule that runs a minibatch through every stage.
+
+    ``stage`` and ``stages`` are the rank's place along ``pp`` and their count: the rank
+    holding stage 0 is the first (it embeds), the last rank holds the last stage (the head;
+    looped placement puts it there under interleaving too). ``stage_modules`` are the rank's
+    stages in `rank_stages` order."""
 
     def __init__(
         self,
-        stage_module: torch.nn.Module,
+        stage_modules: list[torch.nn.Module],
         *,
         stage: int,
         stages: int,
@@ -113,9 +138,15 @@ class Pipeline:
         self.stage, self.stages = stage, stages
         self.comm = comm
         self.scale = 1.0
-        self.pipe_stage = PipelineStage(stage_module, stage, stages, device, group=group)
+        ids = rank_stages(stage, stages, schedule)
+        total = stages * virtual_stages(schedule)
+        self.pipe_stages = [
+            PipelineStage(module, at, total, device, group=group)
+            for module, at in zip(stage_modules, ids, strict=True)
+        ]
+        held = self.pipe_stages if len(self.pipe_stages) > 1 else self.pipe_stages[0]
         self.schedule = SCHEDULES[schedule](
-            self.pipe_stage, n_microbatches, loss_fn=self._loss, scale_grads=False
+            held, n_microbatches, loss_fn=self._loss, scale_grads=False
         )
 
     @property

@@ -2,19 +2,28 @@
 
 `Hybrid.apply` is the one place a layout is applied, in torchtitan's order:
 
-1. **PP** — this rank keeps its pipeline stage, a run of the family's blocks
-   (`greenbench.strategies.hybrid.pp`, torch's ``pipelining`` schedules);
+1. **PP** — this rank keeps its pipeline stage, a run of the family's blocks, or two under
+   interleaved 1F1B (`greenbench.strategies.hybrid.pp`, torch's ``pipelining`` schedules);
+   each stage is then split and sharded on its own, as torchtitan does its model parts;
 2. **TP** — the stage's blocks are split over ``tp`` (`greenbench.strategies.hybrid.tp`);
 3. **CP** — the sequence is split over ``cp`` in the family's own CP form, which its card
    gives (`ModelCard.enable_context_parallel`): ring attention for the Transformer, the scan's
    state passed between chunks for Mamba (`greenbench.distributed.context_parallel`); a family
    without one, Mamba-2, is refused by its settings check (`greenbench.strategies.hybrid.
    checks`, through the card's `layout_fits`);
-4. activation checkpointing and compile: not applied (the layouts are compared as they are);
+4. activation checkpointing and compile: applied as the model is built, per block, when
+   ``train.activation_checkpointing`` / ``train.compile`` ask (`greenbench.models.builder`);
 5. **FSDP** — FSDP2 over the data-parallel shards and the context-parallel ranks together
    (``dp_shard × cp`` flattened, as torchtitan does: context-parallel ranks hold the same
    parameters and each computes part of their gradient, so they reduce with the data-parallel
-   ranks).
+   ranks);
+6. **HSDP** — with ``dp_replicate`` > 1, each replica holds the same shards: FSDP2 runs over
+   the shard dimension alone, and its all-reduce hook sums every reduce-scattered gradient
+   shard over ``dp_replicate`` (`greenbench.strategies.fsdp.replicate_hook`), where the
+   all-reduce is issued and recorded. FSDP2's own HSDP (a 2-D mesh) issues that all-reduce
+   where nothing can record it: its hook only sees the result. As FSDP2's own HSDP does by
+   default, the all-reduce follows each reduce-scatter (every microbatch without a pipeline,
+   once per step with one).
 
 Data: every rank of one data-parallel index trains the same part of the minibatch
 (`DataParallel.assignment`); only the rank at the origin of the tp, pp and cp dimensions counts its
@@ -28,9 +37,10 @@ Evaluation on the held-out set (`HybridSchedule.evaluate`) runs the same split f
 the pipeline through its schedule's ``eval``, the loss made whole over cp and pp as in training,
 and each data-parallel part's loss added once, from the rank that counts its tokens.
 
-Replicated data parallelism (``dp_replicate``, i.e. HSDP beside sharding) is not applied here:
-FSDP2's replicate all-reduce has no hook through which it could be recorded. Pure replication
-is the ``ddp`` strategy.
+Replication needs something sharded to replicate (``dp_shard × cp`` > 1): replicas alone are the
+``ddp`` strategy, and replicas beside tensor or pipeline parallelism alone are refused by the
+settings check. Gradients are summed by every collective (reduce-scatter and all-reduce alike)
+and the loss is divided by the minibatch's global token count, so HSDP equals one process.
 """
 
 from __future__ import annotations
@@ -48,7 +58,7 @@ from greenbench.errors import SpecError
 from greenbench.sources.builtin import forward_logits
 from greenbench.strategies.base import DataParallel
 from greenbench.strategies.fsdp import reshard, shard_model
-from greenbench.strategies.hybrid.pp import Pipeline, stage_bounds
+from greenbench.strategies.hybrid.pp import Pipeline, rank_stages, stage_bounds, virtual_stages
 from greenbench.strategies.hybrid.tp import apply_tensor_parallel
 from greenbench.strategies.schedule import BeforeMicrobatch, StepSchedule
 
@@ -94,17 +104,21 @@ class Hybrid(DataParallel):
         builder = model
         layout, mesh, family = self.layout, self.mesh, builder.family
         built = builder.build(self.ctx.device)
-        module, blocks = built, builder.blocks(built)
+        parts = [(built, builder.blocks(built))]  # (module, its blocks) per stage this rank holds
         if layout.pp > 1:
             if family.pipeline_stage is None:
                 raise SpecError(f"{family.name} has no pipeline stages")
-            lo, hi = stage_bounds(len(blocks), layout.pp, self.coordinate("pp"))
-            module = family.pipeline_stage(built, lo, hi)
-            blocks = blocks[lo:hi]
-        if layout.tp > 1:
-            apply_tensor_parallel(family, blocks, mesh["tp"], self.comm)
-        if layout.cp > 1:
-            family.enable_context_parallel(module, mesh["cp"].get_group(), self.comm)
+            blocks = builder.blocks(built)
+            total = layout.pp * virtual_stages(self.pp_schedule)
+            parts = []
+            for at in rank_stages(self.coordinate("pp"), layout.pp, self.pp_schedule):
+                lo, hi = stage_bounds(len(blocks), total, at)
+                parts.append((family.pipeline_stage(built, lo, hi), blocks[lo:hi]))
+        for module, blocks in parts:
+            if layout.tp > 1:
+                apply_tensor_parallel(family, blocks, mesh["tp"], self.comm)
+            if layout.cp > 1:
+                family.enable_context_parallel(module, mesh["cp"].get_group(), self.comm)
         shard_dims = tuple(d for d in ("dp_shard", "cp") if getattr(layout, d) > 1)
         if shard_dims:
             if len(shard_dims) == 1:
@@ -112,10 +126,15 @@ class Hybrid(DataParallel):
             else:
                 dim = "_".join(shard_dims)
                 shard_mesh = mesh[shard_dims]._flatten(dim)
-            shard_model(module, blocks, shard_mesh, self.comm, dim)
+            replicate = None
+            if layout.dp_replicate > 1:
+                replicate = (mesh.get_group("dp_replicate"), "dp_replicate")
+            for module, blocks in parts:
+                shard_model(module, blocks, shard_mesh, self.comm, dim, replicate=replicate)
+        modules = [module for module, _ in parts]
         if layout.pp > 1:
             self.pipeline = Pipeline(
-                module,
+                modules,
                 stage=self.coordinate("pp"),
                 stages=layout.pp,
                 device=self.ctx.device,
@@ -124,7 +143,8 @@ class Hybrid(DataParallel):
                 schedule=self.pp_schedule,
                 comm=self.comm,
             )
-        return module
+        # several stages (interleaved): one module holding them, for the optimizer and state
+        return modules[0] if len(modules) == 1 else torch.nn.ModuleList(modules)
 
     def microbatch_count(self) -> int:
         """Microbatches per data-parallel rank and step (what the pipeline is built for)."""
