@@ -171,9 +171,10 @@ class FamilyParts:
     splits a block; ``pipeline_stage(model, lo, hi, embed=None, head=None)`` is blocks ``[lo,
     hi)`` as one stage taking ``(token ids or hidden, position_ids)`` (one that ends in the head
     returns logits, others ``(hidden, position_ids)``); ``context_parallel(model, group, comm,
-    dim)`` switches a model or stage to its context-parallel forward (None: the family has
-    none); ``fuse(model, device)`` applies the field's fused kernels in place and returns them
-    by role (None: none).
+    dim, layout=...)`` switches a model or stage to its context-parallel forward (None: the
+    family has none); ``torch_context_parallel(model, mesh)`` to PyTorch's (CUDA SDPA, causal
+    rows without a mask; None: the family has none); ``fuse(model, device)`` applies the field's
+    fused kernels in place and returns them by role (None: none).
     """
 
     build: Callable[..., Any]
@@ -181,7 +182,21 @@ class FamilyParts:
     tensor_parallel: TensorParallel
     pipeline_stage: Callable[..., Any] | None = None
     context_parallel: Callable[..., Any] | None = None
+    torch_context_parallel: Callable[..., Any] | None = None
     fuse: Callable[[Any, str], dict[str, str]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CPForm:
+    """The context-parallel form a run takes (`ModelCard.cp_form`): ``kind`` ``"own"`` (the
+    family's, `FamilyParts.context_parallel`) or ``"torch"`` (PyTorch's ``context_parallel``),
+    the ``layout`` its ranks' chunks are cut in (`greenbench.distributed.context_parallel.
+    CP_LAYOUTS`), and ``note``, what and why, stored with the run among its kernels (role
+    ``context_parallel``)."""
+
+    kind: str
+    layout: str
+    note: str
 
 
 def _no_kernel_choice(setting: str) -> None:
@@ -198,8 +213,12 @@ class ModelCard:
     attention's scores and weighted sum over all ``seq_len`` keys (none for a family without
     attention, whose count is the same under either convention: `greenbench.vocabulary.flops`);
     ``tp_divides(info)`` names what a tensor-parallel degree must divide and gives its sizes.
-    ``context_parallel`` says whether the family has a context-parallel form, ``tp_with_cp``
-    whether it composes with its tensor-parallel split. ``kernel_choices`` are the
+    ``context_parallel`` says whether the family has a context-parallel form, ``cp_name`` what it
+    is (for the run's note), ``cp_layout`` how it cuts a row over the cp ranks (``zigzag`` for
+    attention, load-balanced under a causal mask; ``contiguous`` for a scan, which carries its
+    state in order), ``torch_cp`` whether PyTorch's SDPA ``context_parallel`` can take its place
+    on CUDA (`cp_form` chooses), ``tp_with_cp`` whether it composes with its tensor-parallel
+    split. ``kernel_choices`` are the
     ``model.scan`` values it accepts besides ``auto`` (none: it has no choice and resolves to
     ``"none"``); ``check_kernel`` refuses a setting it does not accept; ``kernels_module``
     resolves one on a device.
@@ -215,6 +234,9 @@ class ModelCard:
     planner: PlannerTerms
     parts_module: str
     context_parallel: bool = False
+    cp_name: str = ""
+    cp_layout: str = "contiguous"
+    torch_cp: bool = False
     tp_with_cp: bool = True
     kernel_choices: tuple[str, ...] = ()
     check_kernel: Callable[[str], None] = _no_kernel_choice
@@ -246,6 +268,26 @@ class ModelCard:
     def layout_fits(self, size: str, tp: int, pp: int, cp: int, seq_len: int) -> str | None:
         """Why degrees (tp, pp, cp) cannot split preset ``size`` at ``seq_len``, or None."""
         return layout_fits(self.preset(size), tp, pp, cp, seq_len)
+
+    def cp_form(self, device: str, packed: bool) -> CPForm:
+        """The context-parallel form a run on ``device`` ("cpu" or "cuda") takes, ``packed``
+        when its rows may hold several documents (any ``data.lengths`` but ``fixed``).
+
+        PyTorch's ``context_parallel`` where the family allows it (``torch_cp``), on CUDA, for
+        rows of one document: it replaces CUDA SDPA kernels only and load-balances only under
+        ``is_causal`` with no mask, so a packed row's document mask rules it out. The family's
+        own form otherwise."""
+        own = f"cp: {self.cp_name} ({self.cp_layout})"
+        if not self.torch_cp:
+            return CPForm("own", self.cp_layout, own)
+        if device != "cuda":
+            why = "on CPU: context_parallel replaces CUDA SDPA kernels only"
+        elif packed:
+            why = "packed rows: context_parallel needs is_causal without a mask"
+        else:
+            note = "cp: torch context_parallel (SDPA, causal, head-tail = zigzag)"
+            return CPForm("torch", "zigzag", note)
+        return CPForm("own", self.cp_layout, f"{own}: {why}")
 
     def resolve_kernel(self, setting: str, device: str) -> str:
         """The backend the family's kernel setting (``auto`` or a choice) runs on ``device``
@@ -291,14 +333,31 @@ class ModelCard:
     def fuse(self) -> Callable[[Any, str], dict[str, str]] | None:
         return self.parts.fuse
 
-    def enable_context_parallel(self, model: Any, group: Any, comm: Any, dim: str = "cp") -> Any:
-        """Switch ``model`` (a whole model or a pipeline stage) to the family's context-parallel
-        forward over ``group`` (in place), recording messages on ``dim`` in ``comm``; the caller
-        feeds each rank its chunk (`greenbench.distributed.context_parallel.split_sequence`)."""
-        form = self.parts.context_parallel
-        if form is None:
+    def enable_context_parallel(
+        self,
+        model: Any,
+        group: Any,
+        comm: Any,
+        dim: str = "cp",
+        *,
+        form: CPForm | None = None,
+        mesh: Any = None,
+    ) -> Any:
+        """Switch ``model`` (a whole model or a pipeline stage) to a context-parallel forward
+        over ``group`` (in place), recording messages on ``dim`` in ``comm``: ``form`` (`cp_form`;
+        the family's own in its layout when None) — PyTorch's needs the cp ``mesh`` (a
+        ``DeviceMesh``). The caller feeds each rank its chunk in the form's layout
+        (`greenbench.distributed.context_parallel.split_sequence`)."""
+        form = form or CPForm("own", self.cp_layout, "")
+        if form.kind == "torch":
+            enable = self.parts.torch_context_parallel
+            if enable is None or mesh is None:
+                raise ValueError(f"no torch context_parallel for {self.name!r} (or no cp mesh)")
+            return enable(model, mesh)
+        own = self.parts.context_parallel
+        if own is None:
             raise ValueError(f"no context-parallel form for model family {self.name!r}")
-        return form(model, group, comm, dim)
+        return own(model, group, comm, dim, layout=form.layout)
 
 
 @functools.cache

@@ -14,13 +14,15 @@ per token of the busiest device, where
 * ``kernel``: the family's kernel term (`greenbench.models.card.PlannerTerms`: ``kernel_flops``,
   the Transformer's ``12·d·S`` attention, Mamba's scan) over ``tp``. A causal kernel
   (attention) is discounted: a token attends to the keys before it only, ``(S + 1) / 2S`` of
-  the full count. Under context parallelism the sequence is cut into ``cp`` contiguous chunks
-  and a chunk's queries attend to every earlier chunk (`greenbench.models.transformer.
-  context_parallel` skips the later ones), so the last rank is the busiest: per token of its
-  chunk of ``c = S / cp`` tokens it attends ``(cp − 1)·c + (c + 1) / 2`` keys, a share
-  ``(cp − ½) / cp`` of the full count against ``½`` on one rank (`causal_share`): the
-  imbalance is ``(2·cp − 1) / cp``. A family's context-parallel form may add kernel work of its
-  own (``cp_kernel_flops``: Mamba's start-state correction).
+  the full count. Under context parallelism the sequence is cut over ``cp`` ranks in the
+  family's CP layout (its card's ``cp_layout``). Cut into contiguous chunks, a chunk's queries
+  attend to every earlier chunk, so the last rank is the busiest: per token of its chunk of
+  ``c = S / cp`` tokens it attends ``(cp − 1)·c + (c + 1) / 2`` keys, a share ``(cp − ½) / cp``
+  of the full count against ``½`` on one rank (`causal_share`): the imbalance is
+  ``(2·cp − 1) / cp``. Cut zigzag (the Transformer's: rank r holds runs r and ``2·cp − 1 − r``
+  of ``2·cp``, in our ring and in PyTorch's ``context_parallel`` alike) every rank attends
+  ``(S + 1) / 2`` keys per token, one rank's share: no imbalance. A family's context-parallel
+  form may add kernel work of its own (``cp_kernel_flops``: Mamba's start-state correction).
 
 The busiest pipeline stage is the one with the most FLOPs (the first stages take the extra
 blocks, the last the head). Without a family's rates the planner prices the card's whole FLOP
@@ -73,10 +75,13 @@ class FamilyRate:
         return tokens * (work.dense / self.dense_flops + work.kernel / self.kernel_flops)
 
 
-def causal_share(seq_len: int, cp: int = 1) -> float:
+def causal_share(seq_len: int, cp: int = 1, layout: str = "contiguous") -> float:
     """Share of a causal kernel's full count (every token against all ``seq_len`` keys) the
-    busiest of ``cp`` context-parallel ranks computes per token of its chunk (module
-    docstring): ``((cp − 1)·c + (c + 1) / 2) / S`` with ``c = S / cp``."""
+    busiest of ``cp`` context-parallel ranks computes per token of its chunk, cut in ``layout``
+    (module docstring): ``((cp − 1)·c + (c + 1) / 2) / S`` with ``c = S / cp`` contiguous,
+    ``(S + 1) / 2S`` zigzag (and on one rank)."""
+    if layout == "zigzag":
+        return (seq_len + 1) / (2 * seq_len)
     chunk = seq_len / cp
     return ((cp - 1) * chunk + (chunk + 1) / 2) / seq_len
 
@@ -86,7 +91,7 @@ def block_work(shape: ModelPreset, layout: Layout, seq_len: int) -> Work:
     terms = shape.planner
     kernel = terms.kernel_flops(shape.info, seq_len)
     if terms.causal:
-        kernel *= causal_share(seq_len, layout.cp)
+        kernel *= causal_share(seq_len, layout.cp, shape.card.cp_layout)
     if layout.cp > 1:
         kernel += terms.cp_kernel_flops(shape.info)
     dense = HEAD_FLOPS_PER_PARAM * shape.params_per_layer()

@@ -1,7 +1,9 @@
 """Context parallelism computes what one process computes on the whole sequence.
 
-Real gloo processes each run one chunk of the same rows (`split_sequence`) through a model
-switched to its CP form (ring attention / the chunked Mamba scan); the per-rank sums of token
+Real gloo processes each run one chunk of the same rows (`split_sequence`, in the family's
+layout: zigzag for the Transformer's ring, contiguous for the Mamba scan; the ring also in the
+contiguous one) through a model switched to its CP form (ring attention / the chunked Mamba
+scan); the per-rank sums of token
 losses and every parameter gradient of the loss normalised by the whole batch's tokens, summed
 over the ranks, are compared with a single process running the whole rows. Float32 throughout;
 tolerance rtol 1e-4, atol 1e-5 on gradients, rtol 1e-5 on the summed loss (float reordering in
@@ -23,9 +25,11 @@ from transformers import LlamaForCausalLM
 
 from greenbench.data.batches import collate_microbatch
 from greenbench.distributed.comm import CommRecorder
-from greenbench.distributed.context_parallel import split_sequence
+from greenbench.distributed.context_parallel import chunk_pieces, split_sequence
 from greenbench.models import build_model
 from greenbench.models import family as model_family
+from greenbench.models.card import CPForm
+from greenbench.models.transformer.context_parallel import block_plan, ring_work
 from greenbench.models.transformer.model import make_config
 
 VOCAB = 128
@@ -81,15 +85,17 @@ def reference(family: str, kv_heads: int | None, packed: bool) -> dict[str, torc
 def _worker(rank: int, world: int, port: int, case: tuple, out: str) -> None:
     import torch.distributed as dist
 
-    family, kv_heads, packed = case
+    family, kv_heads, packed, layout = case
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     torch.set_num_threads(1)
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         comm = CommRecorder()
         model = make_model(family, kv_heads)
-        model_family(family).enable_context_parallel(model, dist.group.WORLD, comm)
-        ids, labels, pos = split_sequence(*make_batch(packed), rank, world)
+        card = model_family(family)
+        form = CPForm("own", layout or card.cp_layout, "")
+        card.enable_context_parallel(model, dist.group.WORLD, comm, form=form)
+        ids, labels, pos = split_sequence(*make_batch(packed), rank, world, form.layout)
         kwargs = {"position_ids": pos} if family == "transformer" else {}
         logits = model(input_ids=ids, **kwargs).logits
         loss = F.cross_entropy(  # the labels are shifted already: no further shift
@@ -111,9 +117,16 @@ def _worker(rank: int, world: int, port: int, case: tuple, out: str) -> None:
 
 
 @functools.cache
-def run_cp(family: str, cp: int, kv_heads: int | None = None, packed: bool = False) -> dict:
+def run_cp(
+    family: str,
+    cp: int,
+    kv_heads: int | None = None,
+    packed: bool = False,
+    layout: str | None = None,
+) -> dict:
+    """One CP run; ``layout`` None: the family's own (its card's ``cp_layout``)."""
     out = Path(tempfile.mkdtemp()) / "result.pt"
-    case = (family, kv_heads, packed)
+    case = (family, kv_heads, packed, layout)
     spawn(_worker, (cp, free_port(), case, str(out)), cp)
     return torch.load(out)
 
@@ -150,6 +163,53 @@ def test_split_sequence_needs_a_divisible_length():
         split_sequence(ids, ids, ids, 0, 4)
     with pytest.raises(ValueError, match="cp_rank"):
         split_sequence(ids, ids, ids, 2, 2)
+    with pytest.raises(ValueError, match="divisible"):  # zigzag: 2·cp runs
+        split_sequence(ids, ids, ids, 0, 2, "zigzag")
+
+
+def test_zigzag_gives_rank_r_runs_r_and_its_mirror_and_keeps_every_label():
+    ids = torch.arange(16).view(2, 8)
+    labels = ids + 100
+    pos = torch.arange(8).expand(2, 8)
+    chunks = [split_sequence(ids, labels, pos, r, 2, "zigzag") for r in range(2)]
+    # 4 runs of 2: rank 0 holds runs 0 and 3, rank 1 runs 1 and 2
+    assert chunks[0][0][0].tolist() == [0, 1, 6, 7]
+    assert chunks[1][0][0].tolist() == [2, 3, 4, 5]
+    assert chunks[0][2][0].tolist() == [0, 1, 6, 7]  # positions travel with their tokens
+    # labels shifted over the whole row first: each token keeps its next token's label, and
+    # the ranks' labels are the row's, each once
+    assert chunks[0][1][0].tolist() == [101, 102, 107, -100]
+    assert chunks[1][1][0].tolist() == [103, 104, 105, 106]
+    assert chunk_pieces(1, 4, 16, "zigzag") == ((2, 4), (12, 14))
+
+
+# -- load balance: the ring's causal work, counted with the plan the ring computes by -------
+
+
+@pytest.mark.parametrize("cp", [2, 3, 4, 8])
+def test_zigzag_gives_every_rank_equal_causal_work(cp: int):
+    tokens = 2 * cp * 4
+    work = [ring_work(r, cp, tokens, "zigzag") for r in range(cp)]
+    assert work == [2 * cp + 1] * cp
+    # together they are every live (query block, key block) pair of the row, each once
+    assert sum(work) == 2 * cp * (2 * cp + 1) // 2
+
+
+@pytest.mark.parametrize("cp", [2, 4])
+def test_a_contiguous_split_is_uneven(cp: int):
+    work = [ring_work(r, cp, 2 * cp * 4, "contiguous") for r in range(cp)]
+    assert work == [4 * r + 3 for r in range(cp)]  # the last rank does 2·cp − 1 times the first
+    assert len(set(work)) == cp
+
+
+def test_the_ring_skips_what_the_mask_hides():
+    # zigzag, cp=2, runs of 4: rank 0 holds rows 0-3 and 12-15, rank 1 rows 4-7 and 8-11
+    mine, theirs = ((0, 4), (12, 16)), ((4, 8), (8, 12))
+    plan = block_plan(mine, theirs)  # rank 0 meeting rank 1's chunk: the tail run's queries
+    assert plan is not None and plan.rows == slice(4, 8) and plan.cols == slice(0, 8)
+    plan = block_plan(theirs, mine)  # rank 1 meeting rank 0's: every query, the head run
+    assert plan is not None and plan.rows == slice(0, 8) and plan.cols == slice(0, 4)
+    assert block_plan(((0, 4),), ((4, 8),)) is None  # contiguous: a later chunk is skipped
 
 
 # -- equivalence with one process --------------------------------------------------------------
@@ -161,6 +221,11 @@ def test_transformer_packed_rows_gqa_cp2_match_one_process():
     assert_matches(got, "transformer", kv_heads=2, packed=True)
 
 
+def test_transformer_contiguous_ring_still_matches_one_process():
+    got = run_cp("transformer", 2, kv_heads=2, packed=True, layout="contiguous")
+    assert_matches(got, "transformer", kv_heads=2, packed=True)
+
+
 def test_mamba_cp2_matches_one_process():
     assert_matches(run_cp("mamba", 2), "mamba")
 
@@ -168,6 +233,18 @@ def test_mamba_cp2_matches_one_process():
 @pytest.mark.slow
 def test_transformer_cp4_matches_one_process():
     assert_matches(run_cp("transformer", 4), "transformer")
+
+
+@pytest.mark.slow
+def test_transformer_packed_cp4_matches_one_process():
+    assert_matches(run_cp("transformer", 4, packed=True), "transformer", packed=True)
+
+
+def test_mamba_refuses_a_zigzag_split():
+    with pytest.raises(ValueError, match="contiguous"):
+        model_family("mamba").enable_context_parallel(
+            None, None, None, form=CPForm("own", "zigzag", "")
+        )
 
 
 @pytest.mark.slow

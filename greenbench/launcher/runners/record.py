@@ -55,13 +55,20 @@ def spec_record(spec: RunSpec, run_id: str) -> RunRecord:
 
 def model_kernels(spec: RunSpec, optimizer: str | None = None) -> dict[str, str]:
     """The kernels that run ``spec``'s model, by role: its family's (none for a user
-    workload), the ``optimizer`` step's when one runs, and liger's when ``model.liger`` is on."""
+    workload), the ``optimizer`` step's when one runs, and liger's when ``model.liger`` is on.
+    Under context parallelism (``layout.cp`` > 1) role ``context_parallel`` says which form ran
+    and why (`greenbench.models.card.ModelCard.cp_form`: PyTorch's ``context_parallel`` or the
+    family's own, e.g. our ring for packed rows), the choice the hybrid strategy makes."""
     c = spec.config
     kernels: dict[str, str] = {}
     if not is_user_workload(spec.workload):
         from greenbench.models import FAMILIES
 
-        kernels = FAMILIES[c.model.family].kernels_used(c.model.scan)
+        card = FAMILIES[c.model.family]
+        kernels = card.kernels_used(c.model.scan)
+        if spec.layout.cp > 1 and card.context_parallel:
+            device = "cuda" if c.run.device == "cuda" else "cpu"
+            kernels["context_parallel"] = card.cp_form(device, c.data.lengths != "fixed").note
     if optimizer is not None:
         kernels["optimizer"] = optimizer
     if c.model is not None and c.model.liger == "on":

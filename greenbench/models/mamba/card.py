@@ -136,6 +136,8 @@ CARD = ModelCard(
     ),
     parts_module="greenbench.models.mamba.parts",
     context_parallel=True,
+    cp_name="scan state and conv halo passed between chunks",
+    cp_layout="contiguous",  # the scan carries its state from chunk to chunk, in row order
     tp_with_cp=False,  # both replace the mixer's forward
     kernel_choices=CHOICES,
     check_kernel=check_scan,

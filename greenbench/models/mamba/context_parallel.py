@@ -220,11 +220,19 @@ class ContextParallelMambaMixer(FastScanMambaMixer):
 
 
 def enable_cp_scan(
-    model: torch.nn.Module, group: ProcessGroup, comm: CommRecorder, dim: str = "cp"
+    model: torch.nn.Module,
+    group: ProcessGroup,
+    comm: CommRecorder,
+    dim: str = "cp",
+    layout: str = "contiguous",
 ) -> torch.nn.Module:
     """Re-class every Mamba mixer in ``model`` (a whole model or a pipeline stage) as
     `ContextParallelMambaMixer` over ``group`` (in place), recording messages on ``dim`` in
-    ``comm``; each rank then runs its `split_sequence` chunk."""
+    ``comm``; each rank then runs its `split_sequence` chunk. Contiguous chunks only: the scan
+    passes its state from each chunk to the next in row order, so a load-balanced (zigzag)
+    split, which gives a rank two distant runs, has no meaning here (ValueError)."""
+    if layout != "contiguous":
+        raise ValueError(f"the chunked Mamba scan needs contiguous chunks, not {layout!r}")
     cpg = CPGroup.of(group, comm, dim)
     found = False
     for module in model.modules():

@@ -6,9 +6,11 @@
    interleaved 1F1B (`greenbench.strategies.hybrid.pp`, torch's ``pipelining`` schedules);
    each stage is then split and sharded on its own, as torchtitan does its model parts;
 2. **TP** — the stage's blocks are split over ``tp`` (`greenbench.strategies.hybrid.tp`);
-3. **CP** — the sequence is split over ``cp`` in the family's own CP form, which its card
-   gives (`ModelCard.enable_context_parallel`): ring attention for the Transformer, the scan's
-   state passed between chunks for Mamba (`greenbench.distributed.context_parallel`); a family
+3. **CP** — the sequence is split over ``cp`` in the form the family's card chooses
+   (`ModelCard.cp_form`, applied by `ModelCard.enable_context_parallel`): for the Transformer
+   PyTorch's SDPA ``context_parallel`` on CUDA with rows of one document, our ring attention
+   otherwise (packed rows, CPU), both on load-balanced zigzag chunks; the scan's state passed
+   between contiguous chunks for Mamba (`greenbench.distributed.context_parallel`); a family
    without one, Mamba-2, is refused by its settings check (`greenbench.strategies.hybrid.
    checks`, through the card's `layout_fits`);
 4. activation checkpointing and compile: applied as the model is built, per block, when
@@ -53,6 +55,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from greenbench.distributed.comm import CommRecorder, tensor_bytes
+from greenbench.distributed.context_parallel import granule, take_chunk
 from greenbench.distributed.device import DistContext
 from greenbench.errors import SpecError
 from greenbench.sources.builtin import forward_logits
@@ -76,12 +79,15 @@ class Hybrid(DataParallel):
     pipeline: Pipeline | None = None
     pp_schedule = "1f1b"
     seq_len = micro_batch = global_batch = 0
+    packed = True  # rows may hold several documents (any data.lengths but fixed)
+    cp_layout = "contiguous"  # how rows are cut over cp: the CP form's (parallelize)
 
     def configure(self, config: Config) -> None:
         self.pp_schedule = config.train.pp_schedule
         self.seq_len = config.data.seq_len
         self.micro_batch = config.data.micro_batch
         self.global_batch = config.data.global_batch
+        self.packed = config.data.lengths != "fixed"
 
     def coordinate(self, dim: str) -> int:
         """This rank's index along mesh dimension ``dim`` (0 when the layout lacks it)."""
@@ -118,7 +124,11 @@ class Hybrid(DataParallel):
             if layout.tp > 1:
                 apply_tensor_parallel(family, blocks, mesh["tp"], self.comm)
             if layout.cp > 1:
-                family.enable_context_parallel(module, mesh["cp"].get_group(), self.comm)
+                form = family.cp_form(self.ctx.device.type, self.packed)
+                self.cp_layout = form.layout
+                family.enable_context_parallel(
+                    module, mesh["cp"].get_group(), self.comm, form=form, mesh=mesh["cp"]
+                )
         shard_dims = tuple(d for d in ("dp_shard", "cp") if getattr(layout, d) > 1)
         if shard_dims:
             if len(shard_dims) == 1:
@@ -171,21 +181,23 @@ class HybridSchedule(StepSchedule):
         self, mb: Microbatch, pad_to: tuple[int, int] | None = None
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(input ids, position ids, shifted labels) of this rank's part of ``mb``: labels
-        shifted over whole rows, rows padded to ``pad_to`` (rows, tokens) or to a multiple of
-        cp tokens, then this rank's slice of the sequence."""
+        shifted over whole rows, rows padded to ``pad_to`` (rows, tokens), and to a multiple of
+        the CP layout's runs (``cp``, or ``2·cp`` zigzag), then this rank's chunk of the
+        sequence in that layout (`take_chunk`)."""
         ids, pos = mb.input_ids, mb.position_ids
         labels = F.pad(mb.labels[:, 1:], (0, 1), value=IGNORE)
         rows, tokens = ids.shape
-        cp = self.layout.cp
-        want_rows, want_tokens = pad_to or (rows, -(-tokens // cp) * cp)
+        cp, cp_layout = self.layout.cp, self.hybrid.cp_layout
+        runs = granule(cp, cp_layout)
+        want_rows, want_tokens = pad_to or (rows, tokens)
+        want_tokens = -(-want_tokens // runs) * runs
         if (want_rows, want_tokens) != (rows, tokens):
             grow = (0, want_tokens - tokens, 0, want_rows - rows)
             ids, pos = F.pad(ids, grow, value=0), F.pad(pos, grow, value=0)
             labels = F.pad(labels, grow, value=IGNORE)
         if cp > 1:
-            at, size = self.hybrid.coordinate("cp"), want_tokens // cp
-            part = slice(at * size, (at + 1) * size)
-            ids, pos, labels = ids[:, part], pos[:, part], labels[:, part]
+            at = self.hybrid.coordinate("cp")
+            ids, pos, labels = (take_chunk(t, at, cp, cp_layout) for t in (ids, pos, labels))
         device = self.ctx.device
         return ids.to(device), pos.to(device), labels.to(device)
 
