@@ -232,11 +232,11 @@ def test_balance_auto_is_each_strategys_own():
 @pytest.mark.parametrize(
     ("overrides", "message"),
     [
-        ({"device": "cuda"}, "its CUDA transport is not built"),
-        ({"nnodes": 2, "nproc": 1}, "cross-host transport is not built"),
+        ({"device": "cuda"}, "odc.transport=shm runs on CPU ranks"),
+        ({"nnodes": 2, "nproc": 1}, "odc.transport=shm runs within one host"),
     ],
 )
-def test_odc_says_why_it_cannot_run_where_its_transport_is_not_built(overrides, message):
+def test_odc_over_shared_memory_says_why_it_cannot_run_on_cuda_or_across_hosts(overrides, message):
     """A valid configuration, not runnable with what is built: the launcher skips it with the
     reason (`greenbench.launcher.preflight.why_unsupported`), never a SpecError for the suite."""
     from greenbench.launcher.preflight import why_unsupported
@@ -245,6 +245,14 @@ def test_odc_says_why_it_cannot_run_where_its_transport_is_not_built(overrides, 
     assert message in why_unsupported(spec)
     (fsdp, *_) = expand("fsdp-vs-odc", [{"strategy": "fsdp", **overrides}])
     assert why_unsupported(fsdp) is None
+
+
+@pytest.mark.parametrize("overrides", [{"device": "cuda"}, {"nnodes": 2, "nproc": 1}])
+def test_odc_over_point_to_point_runs_on_cuda_and_across_hosts(overrides):
+    from greenbench.launcher.preflight import why_unsupported
+
+    specs = expand("fsdp-vs-odc", [{"strategy": "odc", "odc.transport": "p2p", **overrides}])
+    assert specs and all(why_unsupported(s) is None for s in specs)
 
 
 def test_layout_text_sets_the_degrees_and_auto_picks_the_strategy():

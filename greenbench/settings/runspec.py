@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from greenbench.config import Config
+from greenbench.strategies.odc.settings import ODCSettings
 from greenbench.strategies.skippipe.settings import skips
 from greenbench.vocabulary import Layout, is_user_workload
 
@@ -41,7 +42,8 @@ class RunSpec:
         CPU quota each (``emulate.rank_cpu_quota`` resolved to ``on``) add ``cpu-quota``, so the
         same layout with and without quotas reads as two configurations, as it is; a GPU power
         limit adds ``limit=490W`` (``limit=0.7×default`` until the launcher turns a fraction into
-        watts), and emulated GPUs ``emulated-h100``."""
+        watts), and emulated GPUs ``emulated-h100``; ODC over point-to-point messages reads
+        ``odc[p2p]``."""
         c = self.config
         quota = " cpu-quota" if c.emulate.rank_cpu_quota == "on" else ""
         if c.train.activation_checkpointing != "off":
@@ -81,6 +83,10 @@ class RunSpec:
             parts = [c.ddp.method, EmulatedLink.of(c).label()]
             if any(parts):
                 strategy = f"ddp[{', '.join(p for p in parts if p)}]"
+        elif strategy == "odc":  # its transport, away from shared memory, tells runs apart
+            odc = c[ODCSettings]
+            if odc is not None and odc.transport != "shm":
+                strategy = f"odc[{odc.transport}]"
         quota += self._fault_words(c)
         m, d = c.model, c.data
         return f"{m.family}/{m.size} seq={d.seq_len} {d.lengths} {strategy}×{ranks}{quota}"

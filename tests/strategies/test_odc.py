@@ -77,7 +77,9 @@ def single_on(family: str, world: int) -> tuple[dict[str, torch.Tensor], list[fl
     return {n: p.detach().clone() for n, p in model.named_parameters()}, losses
 
 
-def _rank(rank: int, world: int, port: int, strategy: str, family: str, out: str) -> None:
+def _rank(
+    rank: int, world: int, port: int, strategy: str, family: str, transport: str, out: str
+) -> None:
     import torch.distributed as dist
 
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
@@ -85,6 +87,8 @@ def _rank(rank: int, world: int, port: int, strategy: str, family: str, out: str
     dist.init_process_group("gloo", rank=rank, world_size=world)
     try:
         s = STRATEGIES[strategy].load()(context(rank, world))
+        if strategy == "odc":
+            s.transport_kind = transport
         model = s.parallelize(builder(family))
         schedule = s.schedule(next_token_loss)
         optimizer = torch.optim.SGD(list(s.parameters(model)), lr=OPT_LR)
@@ -116,20 +120,30 @@ def _rank(rank: int, world: int, port: int, strategy: str, family: str, out: str
         dist.destroy_process_group()
 
 
-def run_ranks(tmp_path: Path, strategy: str, family: str, world: int) -> list[dict]:
-    out = str(tmp_path / f"{strategy}-{family}-{world}")
-    spawn(_rank, (world, free_port(), strategy, family, out), world)
+def run_ranks(
+    tmp_path: Path, strategy: str, family: str, world: int, transport: str = "shm"
+) -> list[dict]:
+    out = str(tmp_path / f"{strategy}-{family}-{world}-{transport}")
+    spawn(_rank, (world, free_port(), strategy, family, transport, out), world)
     return [torch.load(f"{out}.{r}", weights_only=False) for r in range(world)]
 
 
 @pytest.mark.parametrize(
-    ("family", "world"), [("transformer", 2), ("transformer", 4), ("mamba", 2)]
+    ("family", "world", "transport"),
+    [
+        ("transformer", 2, "shm"),
+        ("transformer", 4, "shm"),
+        ("mamba", 2, "shm"),
+        ("transformer", 2, "p2p"),
+        ("transformer", 4, "p2p"),
+    ],
 )
 def test_odc_reaches_the_single_process_parameters_with_unequal_microbatch_counts(
-    tmp_path: Path, family: str, world: int
+    tmp_path: Path, family: str, world: int, transport: str
 ):
+    """On either transport this machine runs (shared memory, point-to-point over gloo)."""
     reference, ref_losses = single_on(family, world)
-    reports = run_ranks(tmp_path, "odc", family, world)
+    reports = run_ranks(tmp_path, "odc", family, world, transport)
     counts = [r["counts"] for r in reports]
     assert any(len({c[s] for c in counts}) > 1 for s in range(STEPS)), counts
     got = reports[0]["params"]
@@ -155,11 +169,12 @@ def test_odc_follows_the_fsdp_loss_curve_on_the_same_minibatches(tmp_path: Path,
     assert [r["counts"] for r in odc] != [r["counts"] for r in fsdp]
 
 
+@pytest.mark.parametrize("transport", ["shm", "p2p"])
 @pytest.mark.parametrize("world", [2, 4])
 def test_each_rank_holds_a_shard_and_talks_point_to_point_within_a_minibatch(
-    tmp_path: Path, world: int
+    tmp_path: Path, world: int, transport: str
 ):
-    reports = run_ranks(tmp_path, "odc", "transformer", world)
+    reports = run_ranks(tmp_path, "odc", "transformer", world, transport)
     for r in reports:
         padded = r["unit_padded"]
         assert sum(padded) >= sum(r["unit_numel"])

@@ -11,11 +11,18 @@ from greenbench.vocabulary import Layout
 
 def odc_unsupported(config: Config, layout: Layout) -> str | None:
     """Why ODC cannot run ``config`` where it would run (`StrategyCard.unsupported`): its
-    shared-memory transport reaches CPU ranks on one host only."""
+    shared-memory transport (``odc.transport=shm``, the default) reaches CPU ranks on one host
+    only; ``odc.transport=p2p`` reaches CUDA ranks and other hosts."""
+    odc = config[ODCSettings]
+    if odc is not None and odc.transport != "shm":
+        return None
     if config.run.device == "cuda":
-        return "strategy=odc runs on CPU ranks for now: its CUDA transport is not built"
+        return "strategy=odc with odc.transport=shm runs on CPU ranks: odc.transport=p2p on CUDA"
     if config.run.nnodes > 1:
-        return "strategy=odc runs within one host for now: its cross-host transport is not built"
+        return (
+            "strategy=odc with odc.transport=shm runs within one host: odc.transport=p2p across "
+            "hosts"
+        )
     return None
 
 

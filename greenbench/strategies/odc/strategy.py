@@ -31,10 +31,12 @@ prefetched get that finished in time costs nothing), a push for the time spent h
 over, the two barriers as waiting. Point-to-point calls differ in number between ranks, so they
 count as transfer; the barriers hold the imbalance left over.
 
-Runs on CPU ranks of one host (`SharedMemoryTransport`); CUDA IPC and cross-host transports are
-not built, and its settings check (`greenbench.strategies.odc.checks`) says so. Why our own:
-neither torch nor any kept library implements one-sided parameter gets with owner-applied
-gradient pushes.
+Two transports (``odc.transport``): shared memory between CPU ranks of one host
+(`SharedMemoryTransport`, the default: a get is a one-sided copy), and point-to-point messages
+to a server thread on each owner (`P2PTransport`: across hosts, and on CUDA over NCCL, where a
+get is a request answered by the owner's thread). A CUDA IPC transport (GPUs of one node sharing
+device memory) is not built. Why our own: neither torch nor any kept library implements
+parameter gets served without the owner's compute thread, with owner-applied gradient pushes.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from torch.utils._pytree import tree_flatten
 from greenbench.distributed.comm import CommRecorder
 from greenbench.distributed.device import DistContext
 from greenbench.strategies.base import DataParallel
+from greenbench.strategies.odc.p2p import P2PTransport
 from greenbench.strategies.odc.settings import ODCSettings
 from greenbench.strategies.odc.transport import SharedMemoryTransport, Transport
 from greenbench.strategies.odc.units import Unit, cut_units
@@ -69,6 +72,8 @@ class ODC(DataParallel):
     name = "odc"
     #: where ranks meet (`ODCSettings.meet`): once per minibatch, or every microbatch as well
     meet: str = "minibatch"
+    #: how ranks reach each other's shards (`ODCSettings.transport`): ``shm`` or ``p2p``
+    transport_kind: str = "shm"
 
     transport: Transport
     units: list[Unit]
@@ -83,16 +88,7 @@ class ODC(DataParallel):
         world = self.layout.dp_shard
         rank = self.dp_rank
         self.units = cut_units(module, model.blocks(module), world)
-        token = [secrets.token_hex(8) if self.ctx.rank == 0 else None]
-        if self.ctx.distributed:
-            dist.broadcast_object_list(token, src=0)
-        self.transport = SharedMemoryTransport(
-            rank,
-            world,
-            [u.shard for u in self.units],
-            str(token[0]),
-            connect=dist.barrier if self.ctx.distributed else None,
-        )
+        self.transport = self._make_transport(rank, world, [u.shard for u in self.units])
         self.shards = []
         for unit in self.units:
             own = self.transport.shard(unit.index)
@@ -107,10 +103,34 @@ class ODC(DataParallel):
             dist.barrier()  # every rank maps every other's memory before anyone reads it
         return module
 
+    def _make_transport(self, rank: int, world: int, shard_numels: list[int]) -> Transport:
+        """The transport ``odc.transport`` names: shared memory (one host, CPU) or point-to-point
+        messages (anywhere, CPU or CUDA)."""
+        if self.transport_kind == "p2p":
+            return P2PTransport(rank, self._dp_ranks(world), shard_numels, self.ctx.device)
+        token = [secrets.token_hex(8) if self.ctx.rank == 0 else None]
+        if self.ctx.distributed:
+            dist.broadcast_object_list(token, src=0)
+        return SharedMemoryTransport(
+            rank,
+            world,
+            shard_numels,
+            str(token[0]),
+            connect=dist.barrier if self.ctx.distributed else None,
+        )
+
+    def _dp_ranks(self, world: int) -> list[int]:
+        """The global ranks of this rank's data-parallel group, by data-parallel rank."""
+        names = (self.mesh.mesh_dim_names or ()) if self.mesh is not None else ()
+        if DIM in names:
+            return dist.get_process_group_ranks(self.mesh.get_group(DIM))  # type: ignore[union-attr]
+        return list(range(world))
+
     def configure(self, config: Config) -> None:
         own = config[ODCSettings]
         if own is not None:
             self.meet = own.meet
+            self.transport_kind = own.transport
 
     def schedule(self, loss: Loss) -> StepSchedule:
         return ODCSchedule(self.ctx, self.comm, loss, self)
@@ -247,7 +267,7 @@ class ODC(DataParallel):
             dist.barrier()
         out: dict[str, torch.Tensor] = {}
         for unit in self.units:
-            flat = torch.empty(unit.padded)
+            flat = torch.empty(unit.padded, device=self.shards[unit.index].device)
             for owner in range(unit.world):
                 self.transport.get(owner, unit.index, unit.shard_of(flat, owner))
             for name, (_, _, shape, at, n) in zip(unit.names, unit.slots, strict=True):

@@ -1,4 +1,5 @@
-"""How ODC ranks reach each other's memory on one host: shared memory and a drain thread.
+"""What ODC needs of a transport (`Transport`), and the one for CPU ranks of one host: shared
+memory and a drain thread.
 
 `Transport` is what the ODC strategy needs: read an owner's parameter shard (`get`), hand a
 gradient slice to its owner for accumulation (`push`), and know that every push this rank made
@@ -20,9 +21,10 @@ Nothing is left behind by a killed rank: the memory has no name (it is freed wit
 process that maps it) and the sockets live in the abstract namespace (gone with their process).
 A peer that dies closes its sockets, and a rank waiting on it fails at once naming it.
 
-A cross-host transport would serve the same three calls with point-to-point messages over
-torch.distributed to a per-rank server thread; CUDA within a node, with CUDA IPC handles. Neither
-is built yet (`greenbench.strategies.odc.strategy` refuses to run where they would be needed).
+Across hosts, and on CUDA, `greenbench.strategies.odc.p2p.P2PTransport` serves the same calls
+with torch.distributed point-to-point messages to a server thread on each owner (chosen with
+``odc.transport = p2p``); the shared memory here stays the default on one host's CPU ranks. A CUDA
+IPC transport (GPUs of one node sharing device memory) is not built.
 
 Why our own: no kept library offers one-sided reads and owner-applied accumulation between
 processes; torch.distributed.rpc (TensorPipe) is in maintenance and was avoided on purpose.
