@@ -25,7 +25,8 @@ Each family owns its CP form, reached through its card
 (`greenbench.models.card.ModelCard.enable_context_parallel`), which switches a built model's
 sequence mixing to it: ring attention for the Transformer
 (`greenbench.models.transformer.context_parallel`), the scan's state and the conv's halo passed
-between chunks for Mamba (`greenbench.models.mamba.context_parallel`); Mamba-2 has none.
+between chunks for Mamba (`greenbench.models.mamba.context_parallel`) and Mamba-2
+(`greenbench.models.mamba2.context_parallel`, its SSD scan's state).
 
 Why our own: PyTorch's `torch.distributed.tensor.experimental.context_parallel` swaps CUDA SDPA
 kernels (flash / efficient / cuDNN) for ring versions, under ``is_causal`` with no mask, and

@@ -45,6 +45,8 @@ bf16 runs autocast, so the state is fp32 either way):
   the chunks' start states twice (``2·D·N/Q``) and ~``5·H`` per-head scalars;
   measured on the ``tiny`` and ``125m`` shapes within 1%. mamba-ssm's and fla's kernels keep
   less (they recompute the chunk products in backward); the model prices the torch scan.
+  Under ``cp > 1`` it keeps the start-state correction's product and decays too (``D + H``,
+  an estimate: `greenbench.models.mamba2.context_parallel`).
   Tokens of a microbatch are split by ``cp``; the project's ring attention (``cp > 1``) keeps
   one more ``d`` per token, its output copied back into the attention layout for ``o_proj``
   (flash attention returns that layout directly). Tensor parallelism (Megatron's, without sequence

@@ -28,9 +28,10 @@ from greenbench.models.mamba2 import kernels as mamba2_kernels
 from greenbench.models.mamba2.kernels import MODULES, fla_scan, resolve_scan
 
 
-def recurrence(x, dt, A, B, C):
+def recurrence(x, dt, A, B, C, *, final=False):
     """The Mamba-2 recurrence stepped token by token: S_t = exp(dt_t A) S_{t-1} + dt_t x_t B_tᵀ,
-    y_t = S_t C_t, per batch and head (P × N states); B and C repeated from groups to heads."""
+    y_t = S_t C_t, per batch and head (P × N states); B and C repeated from groups to heads.
+    ``final``: the last state S_T (batch, H, P, N) instead of y."""
     batch, seq_len, heads, head_dim = x.shape
     groups, state = B.shape[2:]
     Bh, Ch = (t.repeat_interleave(heads // groups, dim=2) for t in (B, C))
@@ -40,7 +41,7 @@ def recurrence(x, dt, A, B, C):
         decay = torch.exp(dt[:, t] * A)[..., None, None]
         S = decay * S + (dt[:, t, :, None] * x[:, t])[..., None] * Bh[:, t, :, None, :]
         ys.append((S @ Ch[:, t, :, :, None]).squeeze(-1))
-    return torch.stack(ys, 1)
+    return S if final else torch.stack(ys, 1)
 
 
 def scan_inputs(batch, seq_len, heads, head_dim, groups, state, dtype=torch.float64, seed=0):
@@ -90,6 +91,33 @@ def test_chunked_scan_float32_is_tight_against_float64():
         torch.testing.assert_close(
             a.double(), b, rtol=1e-3, atol=2e-5 * b.abs().max().item(), msg=name
         )
+
+
+@pytest.mark.parametrize(
+    ("seq_len", "split", "chunk", "heads", "groups"),
+    [(37, 16, 8, 4, 2), (37, 13, 8, 4, 1), (9, 4, 8, 2, 1), (24, 8, 8, 6, 3)],
+)
+def test_scan_continues_from_an_initial_state_float64(seq_len, split, chunk, heads, groups):
+    """Two pieces of a sequence, the second started from the first's final state, are the
+    whole sequence's scan: outputs, final state (against the recurrence's) and gradients."""
+    inputs = scan_inputs(2, seq_len, heads, 3, groups, 5)
+    whole, state = ssd_scan(*inputs, chunk_size=chunk, return_final_state=True)
+    x, dt, A, B, C = inputs
+    head = [x[:, :split], dt[:, :split], A, B[:, :split], C[:, :split]]
+    tail = [x[:, split:], dt[:, split:], A, B[:, split:], C[:, split:]]
+    y1, s1 = ssd_scan(*head, chunk_size=chunk, return_final_state=True)
+    y2, s2 = ssd_scan(*tail, chunk_size=chunk, initial_state=s1, return_final_state=True)
+    pieces = torch.cat([y1, y2], 1)
+    torch.testing.assert_close(pieces, whole, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(whole, recurrence(*inputs), rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(s2, state, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(state, recurrence(*inputs, final=True), rtol=1e-10, atol=1e-10)
+    out_whole = torch.cat([whole.flatten(), state.flatten()])
+    out_pieces = torch.cat([pieces.flatten(), s2.flatten()])
+    for name, a, b in zip(
+        "x dt A B C".split(), grads(out_pieces, inputs), grads(out_whole, inputs), strict=True
+    ):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-9, msg=name)
 
 
 def test_chunked_scan_matches_transformers_torch_ssd():
@@ -319,11 +347,11 @@ def test_fla_declared_broken_here_is_refused_and_auto_passes_it_over(gpu_librari
         assert resolve_scan("fla", "cuda") == resolve_scan("auto", "cuda") == "fla"
 
 
-def simple_gla(q, k, v, g, scale):
+def simple_gla(q, k, v, g, scale, initial_state=None):
     """fla's ``chunk_simple_gla`` as its docstring defines it, stepped: per head
     S_t = exp(g_t) S_{t-1} + k_tᵀ v_t (K × V), o_t = scale · q_t S_t."""
     batch, seq_len, heads, dim_k = q.shape
-    S = q.new_zeros(batch, heads, dim_k, v.shape[-1])
+    S = q.new_zeros(batch, heads, dim_k, v.shape[-1]) if initial_state is None else initial_state
     out = []
     for t in range(seq_len):
         S = torch.exp(g[:, t])[..., None, None] * S + k[:, t, :, :, None] * v[:, t, :, None, :]
@@ -351,6 +379,30 @@ def test_fla_mapping_computes_the_mamba2_recurrence(gpu_libraries):
     assert calls[0] == ((2, 21, 4, 5), (2, 21, 4, 5), (2, 21, 4, 3), (2, 21, 4), 1.0, {})
 
 
+def test_fla_mapping_carries_the_state_in_and_out(gpu_libraries):
+    """fla's state is ours transposed (K × V = N × P): a sequence split in two, the second
+    piece started from the first's final state, is the whole sequence's scan."""
+    gpu_libraries("fla")
+
+    def chunk_simple_gla(q, k, v, g, scale=None, initial_state=None, output_final_state=False):
+        out, S = simple_gla(q, k, v, g, scale, initial_state)
+        return out, (S if output_final_state else None)
+
+    sys.modules[MODULES["fla"]].chunk_simple_gla = chunk_simple_gla
+    x, dt, A, B, C = scan_inputs(2, 21, 4, 3, 2, 5)
+    whole, state = ssd_scan(x, dt, A, B, C, chunk_size=8, return_final_state=True)
+    y1, s1 = fla_scan(
+        x[:, :9], dt[:, :9], A, B[:, :9], C[:, :9], chunk_size=8, return_final_state=True
+    )
+    assert s1.shape == (2, 4, 3, 5)
+    y2, s2 = fla_scan(
+        x[:, 9:], dt[:, 9:], A, B[:, 9:], C[:, 9:], chunk_size=8, initial_state=s1,
+        return_final_state=True,
+    )  # fmt: skip
+    torch.testing.assert_close(torch.cat([y1, y2], 1), whole, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(s2, state, rtol=1e-10, atol=1e-10)
+
+
 def test_mamba_ssm_call_passes_our_layout(gpu_libraries):
     gpu_libraries("mamba-ssm")
     seen = {}
@@ -364,6 +416,11 @@ def test_mamba_ssm_call_passes_our_layout(gpu_libraries):
     out = scan_function("mamba-ssm", "cuda")(*inputs, chunk_size=256)
     torch.testing.assert_close(out, recurrence(*inputs))
     assert seen == {"chunk": 256, "kwargs": {}}
+    state = torch.zeros(1, 2, 3, 4, dtype=torch.float64)
+    scan_function("mamba-ssm", "cuda")(
+        *inputs, chunk_size=256, initial_state=state, return_final_state=True
+    )
+    assert seen["kwargs"] == {"initial_states": state, "return_final_states": True}
 
 
 # -- the GPU kernels against the torch scan ------------------------------------------------
@@ -410,7 +467,6 @@ def test_gpu_kernel_matches_the_torch_scan(backend):
     ("workload", "settings", "named"),
     [
         ("hybrid", ["layout=tp2-dps2"], "layout.tp=2 does not divide the 1 SSM groups (n_groups)"),
-        ("hybrid", ["layout=cp2-dps2"], "strategy=hybrid has no context parallelism for mamba2"),
         ("transformer-vs-mamba", ["model.scan=fla"], "model.scan=fla is a CUDA kernel; on cpu"),
         ("transformer-vs-mamba", ["model.scan=native"], "model.scan=native is a Mamba-1 kernel"),
     ],

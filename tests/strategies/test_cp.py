@@ -38,7 +38,17 @@ ROWS = 2
 RTOL, ATOL = 1e-4, 1e-5
 
 
+#: Mamba-2's SSD chunk in these tests: several per rank, not aligned with the ranks' chunks of
+#: the sequence (the last one padded), so the scan's own chunk chain and padding run under CP
+MAMBA2_CHUNK = 12
+
+
 def make_model(family: str, kv_heads: int | None) -> torch.nn.Module:
+    if family == "mamba2":
+        model = build_model(family, "tiny", seed=0, vocab_size=VOCAB)
+        for layer in model.backbone.layers:
+            layer.mixer.chunk_size = MAMBA2_CHUNK
+        return model
     if kv_heads is None:
         return build_model(family, "tiny", seed=0, vocab_size=VOCAB)
     config = make_config("tiny", vocab_size=VOCAB)
@@ -230,6 +240,14 @@ def test_mamba_cp2_matches_one_process():
     assert_matches(run_cp("mamba", 2), "mamba")
 
 
+def test_mamba2_cp2_matches_one_process():
+    assert_matches(run_cp("mamba2", 2), "mamba2")
+
+
+def test_mamba2_cp4_matches_one_process():
+    assert_matches(run_cp("mamba2", 4), "mamba2")
+
+
 @pytest.mark.slow
 def test_transformer_cp4_matches_one_process():
     assert_matches(run_cp("transformer", 4), "transformer")
@@ -240,9 +258,10 @@ def test_transformer_packed_cp4_matches_one_process():
     assert_matches(run_cp("transformer", 4, packed=True), "transformer", packed=True)
 
 
-def test_mamba_refuses_a_zigzag_split():
+@pytest.mark.parametrize("family", ["mamba", "mamba2"])
+def test_mamba_refuses_a_zigzag_split(family: str):
     with pytest.raises(ValueError, match="contiguous"):
-        model_family("mamba").enable_context_parallel(
+        model_family(family).enable_context_parallel(
             None, None, None, form=CPForm("own", "zigzag", "")
         )
 
@@ -275,6 +294,16 @@ def test_mamba_halo_and_state_are_recorded_on_cp():
     layers, d_inner, states = 8, 512, 16
     halo = 3 * ROWS * d_inner * 4
     state = ROWS * d_inner * states * 4
+    assert all(dim == "cp" for dim, _, _ in calls)
+    assert sorted(n for _, op, n in calls if op == "send") == sorted([halo, state] * layers)
+    assert sorted(n for _, op, n in calls if op == "recv") == sorted([halo, state] * layers)
+
+
+def test_mamba2_halo_and_state_are_recorded_on_cp():
+    calls = run_cp("mamba2", 2)["calls"]  # rank 0: sends forward, receives backward
+    layers, d_inner, groups, states, heads, head_dim = 8, 512, 1, 64, 8, 64
+    halo = 3 * ROWS * (d_inner + 2 * groups * states) * 4  # x, B and C of the last 3 tokens
+    state = ROWS * heads * head_dim * states * 4
     assert all(dim == "cp" for dim, _, _ in calls)
     assert sorted(n for _, op, n in calls if op == "send") == sorted([halo, state] * layers)
     assert sorted(n for _, op, n in calls if op == "recv") == sorted([halo, state] * layers)

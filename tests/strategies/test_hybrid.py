@@ -280,3 +280,18 @@ def test_activation_checkpointing_matches_single_process(tmp_path: Path):
     """Every block checkpointed under tensor parallelism beside FSDP, and under a pipeline."""
     texts = ["dpr1-dps2-tp2-pp1-cp1", "dpr1-dps1-tp2-pp2-cp1"]
     assert_layouts_match("transformer", run_layouts(tmp_path, "transformer", texts, "1f1b", True))
+
+
+@pytest.mark.slow
+def test_mamba2_context_parallel_layout_matches_single_process(tmp_path: Path):
+    """Mamba-2's context-parallel scan under the hybrid strategy, with FSDP over dp_shard × cp
+    (its tensor-parallel split needs two groups, which no preset has: test_mamba2_tp.py)."""
+    text = "dpr1-dps2-tp1-pp1-cp2"
+    ranks = run_layouts(tmp_path, "mamba2", [text], "1f1b")[text]
+    reference = train("mamba2", Layout(), 0, "1f1b")["losses"]
+    counting = [r for r in ranks if r["counts"]]
+    total = [sum(r["losses"][s] for r in counting) for s in range(STEPS)]
+    torch.testing.assert_close(total, reference, rtol=1e-4, atol=1e-4)
+    for rank, result in enumerate(ranks):
+        assert result["params"] == expected_params("mamba2", Layout.parse(text), rank)
+    assert LAYOUTS[text] <= set().union(*(r["calls"] for r in ranks))

@@ -60,8 +60,9 @@ if TYPE_CHECKING:
 CORRECTION_SLICE = 1 << 22
 
 
-class _Halo(torch.autograd.Function):
-    """The previous chunk's last K − 1 pre-conv inputs (zeros on rank 0), from this chunk's."""
+class Halo(torch.autograd.Function):
+    """The previous chunk's last K − 1 pre-conv inputs (zeros on rank 0), from this chunk's;
+    any layout (Mamba-2's context-parallel mixer passes its batch-major ones)."""
 
     @staticmethod
     def forward(ctx, tail, cpg):  # type: ignore[override]
@@ -82,8 +83,10 @@ class _Halo(torch.autograd.Function):
         return grad_tail, None
 
 
-class _StateChain(torch.autograd.Function):
-    """h0 of this chunk from the previous rank; sends h_end = decay ⊙ h0 + h_local on."""
+class StateChain(torch.autograd.Function):
+    """h0 of this chunk from the previous rank; sends h_end = decay ⊙ h0 + h_local on.
+    ``decay`` has ``h_local``'s shape (Mamba-2's context-parallel mixer passes its per-head
+    decay expanded to the state)."""
 
     @staticmethod
     def forward(ctx, decay, h_local, cpg):  # type: ignore[override]
@@ -189,7 +192,7 @@ class ContextParallelMambaMixer(FastScanMambaMixer):
         hidden = hidden.transpose(0, 1).contiguous()  # (T, B, d_model)
         x, gate = self.in_projections(hidden)
         if kernel > 1:
-            halo = _Halo.apply(x[-(kernel - 1) :], cpg)
+            halo = Halo.apply(x[-(kernel - 1) :], cpg)
             conv = causal_depthwise_conv1d(
                 torch.cat([halo, x]), self.conv1d.weight, self.conv1d.bias
             )
@@ -209,7 +212,7 @@ class ContextParallelMambaMixer(FastScanMambaMixer):
             )
             cum = torch.cumsum(delta.float(), dim=0)  # (T, B, D)
             decay = torch.exp(cum[-1].unsqueeze(-1) * A)  # exp(S_T): (B, D, N)
-            h0 = _StateChain.apply(decay, h_local, cpg)
+            h0 = StateChain.apply(decay, h_local, cpg)
             if cpg.rank == 0:  # h0 = 0; the zero-weighted term keeps the chain in the graph,
                 y = y + 0.0 * h0.sum()  # so its backward passes rank 1's gradient on
             else:

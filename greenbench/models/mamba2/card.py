@@ -14,9 +14,12 @@ The chunk length Q of the SSD scan is part of a preset (it sets the scan's FLOPs
 ``Mamba2`` module and the published configs); 64 for ``tiny``, where the torch scan is fastest
 on a CPU (`greenbench.models.mamba2.ssd`). fla's kernel tiles by its own 64 whatever Q is.
 
-Mamba-2 has no tensor-parallel split (`greenbench.models.mamba2.parallel` says why: `tp_divides`
-names the one group of heads, so any tp > 1 is refused) and no context-parallel form (its SSD
-scan would pass the state between chunks as Mamba's does; not written). Scan choices
+Tensor parallelism splits Mamba-2 by whole groups of heads (`greenbench.models.mamba2.parallel`),
+so ``tp`` must divide ``n_groups``: `tp_divides` names the groups, and as every preset has one
+group, the spec refuses any tp > 1 on them; the split is checked on a two-group model built by
+hand. The context-parallel form (`greenbench.models.mamba2.context_parallel`) passes the conv's
+halo and the SSD scan's state between the ranks' chunks, as Mamba-1's does; the two do not
+combine (both replace the mixer's forward). Scan choices
 (``model.scan``): ``torch``, ``fla``, ``mamba-ssm`` and ``auto``, resolved on a device by
 `greenbench.models.mamba2.kernels`.
 """
@@ -94,7 +97,7 @@ def info(size: str, *, vocab_size: int | None = None) -> ModelInfo:
 
 
 def tp_divides(info: ModelInfo) -> dict[str, int]:
-    """What a tensor-parallel degree must divide: each rank would hold whole groups of heads."""
+    """What a tensor-parallel degree must divide: each rank holds whole groups of heads."""
     return {"SSM groups (n_groups)": info.n_groups or 1}
 
 
@@ -110,20 +113,34 @@ def check_scan(setting: str) -> None:
 
 
 def activations(info: ModelInfo, cp: int) -> tuple[float, float]:
-    """Elements a Mamba-2 block on the torch SSD scan keeps per token, all whole (no tensor-
-    parallel split): its RMSNorm, ``in_proj``'s output, the conv's padded input, output and
+    """Elements a Mamba-2 block on the torch SSD scan keeps per token: its RMSNorm whole; split
+    by tp (each rank's whole groups): ``in_proj``'s output, the conv's padded input, output and
     SiLU output, the decay mask, masked scores and ``C·Bᵀ``, nine inner-width tensors, the
-    chunks' start states twice and ~5 per-head scalars."""
+    chunks' start states twice and ~5 per-head scalars; under context parallelism also the
+    start-state correction's product and decays (an inner-width tensor and a per-head one)."""
     d, inner, n, heads = info.d_model, info.d_inner or 0, info.d_state or 0, info.n_heads or 0
     groups, chunk = info.n_groups or 1, info.chunk_size or 1
-    kept = (
-        3.0 * d + 1  # RMSNorm
-        + 2 * inner + 2 * groups * n + heads  # in_proj's output
+    split = (
+        2 * inner + 2 * groups * n + heads  # in_proj's output
         + 3.0 * (inner + 2 * groups * n)  # the conv: padded input, output, SiLU
         + 2.0 * heads * chunk + groups * chunk  # decay mask, masked scores, C·Bᵀ
         + 9.0 * inner + 2.0 * inner * n / chunk + 5.0 * heads
+        + (inner + heads if cp > 1 else 0.0)  # the correction for the chunk's start state
     )  # fmt: skip
-    return kept, 0.0
+    return 3.0 * d + 1, split
+
+
+def cp_correction_flops(info: ModelInfo) -> float:
+    """FLOPs per token the context-parallel form adds to a block's scan, an estimate: the
+    start-state correction ``exp(cs_t) · (S0 C_t)`` is one product of 2·N·D per token forward
+    (D = d_inner), and twice that backward: 6·N·D in training."""
+    return 6.0 * (info.d_inner or 0) * (info.d_state or 0)
+
+
+def tp_all_reduces(info: ModelInfo) -> tuple[tuple[int, int], ...]:
+    """``out_proj``'s output all-reduced forward and the mixer input's gradient backward, both
+    ``d`` wide (`greenbench.models.mamba2.parallel`)."""
+    return ((2, info.d_model),)
 
 
 CARD = ModelCard(
@@ -132,15 +149,24 @@ CARD = ModelCard(
     describe=info,
     flops=mamba2_flops_per_token,
     tp_divides=tp_divides,
-    # no tensor-parallel split and no context-parallel form: neither communicates
     planner=PlannerTerms(
         norms_per_block=1,
         activations=activations,
-        tp_all_reduces=lambda i: (),
+        tp_all_reduces=tp_all_reduces,
+        # the scan state (heads × head dim × d_state = d_inner × d_state, fp32) passed along
+        # the ranks forward and back; the conv's halo (d_conv − 1 tokens) is left out, as
+        # Mamba-1's is
+        cp_passes=2,
+        cp_message=lambda info: (0.0, (info.d_inner or 0) * (info.d_state or 0) * 4),
         kernel="scan",
         kernel_flops=lambda info, seq_len: mamba2_scan_flops_per_token(info) / info.n_layers,
+        cp_kernel_flops=cp_correction_flops,
     ),
     parts_module="greenbench.models.mamba2.parts",
+    context_parallel=True,
+    cp_name="SSD scan state and conv halo passed between chunks",
+    cp_layout="contiguous",  # the scan carries its state from chunk to chunk, in row order
+    tp_with_cp=False,  # both replace the mixer's forward
     kernel_choices=CHOICES,
     check_kernel=check_scan,
     kernels_module="greenbench.models.mamba2.kernels",

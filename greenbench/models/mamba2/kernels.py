@@ -16,7 +16,12 @@ built without nvcc cannot be imported at all).
 
 Every backend takes the same arguments as `ssd_scan`: ``x`` (batch, T, H, P), ``dt`` (batch, T,
 H) after softplus, ``A`` (H,) negative, ``B``, ``C`` (batch, T, G, N); and returns ``y``
-(batch, T, H, P) without the D skip. The library calls:
+(batch, T, H, P) without the D skip. Each also takes an ``initial_state`` and, with
+``return_final_state``, returns ``(y, final state)`` too, states (batch, H, P, N): both
+libraries take and give states (mamba-ssm ``initial_states`` / ``return_final_states``, fla
+``initial_state`` / ``output_final_state``, transposed) and differentiate them; the context-
+parallel mixer (`greenbench.models.mamba2.context_parallel`) uses the final state. The library
+calls:
 
 * mamba-ssm: ``mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size)`` is this very recurrence
   in this very layout (its D, z, dt_bias and softplus options are left to the mixer, so all
@@ -154,11 +159,20 @@ def mamba_ssm_scan(
     C: torch.Tensor,
     *,
     chunk_size: int,
-) -> torch.Tensor:
-    """mamba-ssm's fused SSD (Triton, CUDA) on our arguments (module docstring)."""
+    initial_state: torch.Tensor | None = None,
+    return_final_state: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """mamba-ssm's fused SSD (Triton, CUDA) on our arguments (module docstring); its
+    ``initial_states`` and ``return_final_states`` take and give states in our (batch, H, P,
+    N) layout, and its backward differentiates the final state."""
     from mamba_ssm.ops.triton.ssd_combined import mamba_chunk_scan_combined
 
-    return mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size)
+    states = {}
+    if initial_state is not None:
+        states["initial_states"] = initial_state
+    if return_final_state:
+        states["return_final_states"] = True
+    return mamba_chunk_scan_combined(x, dt, A, B, C, chunk_size, **states)
 
 
 def fla_scan(
@@ -169,9 +183,13 @@ def fla_scan(
     C: torch.Tensor,
     *,
     chunk_size: int,
-) -> torch.Tensor:
+    initial_state: torch.Tensor | None = None,
+    return_final_state: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """fla-core's ``chunk_simple_gla`` (Triton, CUDA) on our arguments, mapped as the module
-    docstring says; ``chunk_size`` is the preset's, fla tiles by its own 64."""
+    docstring says; ``chunk_size`` is the preset's, fla tiles by its own 64. fla's state is
+    the transpose of ours (K × V = N × P per head): ``initial_state`` and the final state are
+    transposed on the way in and out."""
     del chunk_size
     from fla.ops.simple_gla import chunk_simple_gla
 
@@ -181,5 +199,10 @@ def fla_scan(
     v = x * dt.unsqueeze(-1).to(x.dtype)
     decay = torch.promote_types(dt.dtype, torch.float32)  # the log decays in float32 at least
     g = dt.to(decay) * A.to(decay)
-    out, _ = chunk_simple_gla(q, k, v, g, scale=1.0)
-    return out
+    states = {}
+    if initial_state is not None:
+        states["initial_state"] = initial_state.transpose(-1, -2).contiguous()
+    if return_final_state:
+        states["output_final_state"] = True
+    out, final = chunk_simple_gla(q, k, v, g, scale=1.0, **states)
+    return (out, final.transpose(-1, -2)) if return_final_state else out

@@ -81,7 +81,7 @@ class SSDMamba2Mixer(Mamba2Mixer):
         gate, xBC, dt = self.in_proj(hidden).split(
             [self.intermediate_size, self.conv_dim, heads], dim=-1
         )
-        xBC = self.act(causal_depthwise_conv1d(xBC, self.conv1d.weight, self.conv1d.bias))
+        xBC = self.act(self.conv(xBC))
         xBC = apply_mask_to_padding_states(xBC, attention_mask)
         x, B, C = xBC.split([self.intermediate_size, groups * state, groups * state], dim=-1)
         dt = F.softplus(dt + self.dt_bias)
@@ -90,18 +90,27 @@ class SSDMamba2Mixer(Mamba2Mixer):
             dt = dt.clamp(low, high)
         A = -torch.exp(self.A_log.float())
         x = x.reshape(batch, seq_len, heads, head_dim)
-        scan = scan_function(self.scan_backend, x.device.type)
-        y = scan(
+        y = self.scan(
             x,
             dt,
             A,
             B.reshape(batch, seq_len, groups, state),
             C.reshape(batch, seq_len, groups, state),
-            chunk_size=self.chunk_size,
         )
         y = y.float() + x.float() * self.D.float()[:, None]  # float32 up to the norm, as HF
         y = self.norm(y.reshape(batch, seq_len, self.intermediate_size), gate)
         return self.out_proj(y.to(dtype))
+
+    def conv(self, xBC: torch.Tensor) -> torch.Tensor:
+        """The causal depthwise conv over x, B and C (batch, T, conv_dim), before its SiLU."""
+        return causal_depthwise_conv1d(xBC, self.conv1d.weight, self.conv1d.bias)
+
+    def scan(
+        self, x: torch.Tensor, dt: torch.Tensor, A: torch.Tensor, B: torch.Tensor, C: torch.Tensor
+    ) -> torch.Tensor:
+        """The SSD scan on ``scan_backend`` (arguments as `greenbench.models.mamba2.ssd_scan`)."""
+        scan = scan_function(self.scan_backend, x.device.type)
+        return scan(x, dt, A, B, C, chunk_size=self.chunk_size)
 
 
 def use_ssd_scan(model: torch.nn.Module, backend: str = "auto") -> torch.nn.Module:

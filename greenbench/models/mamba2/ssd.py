@@ -63,14 +63,23 @@ def ssd_scan(
     C: torch.Tensor,
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
-) -> torch.Tensor:
-    """``y`` of the Mamba-2 recurrence (module docstring), from a zero initial state.
+    initial_state: torch.Tensor | None = None,
+    return_final_state: bool = False,
+) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
+    """``y`` of the Mamba-2 recurrence (module docstring), from a zero initial state unless
+    ``initial_state`` is given.
 
     Shapes (batch-major, as transformers and mamba-ssm lay them out): ``x`` (batch, T, H, P);
     ``dt`` (batch, T, H), already through softplus (and its bias); ``A`` (H,), negative;
     ``B``, ``C`` (batch, T, G, N) with G dividing H (head h reads group ``h // (H / G)``).
     Returns (batch, T, H, P) in float32 (float64 for float64 inputs), the precision it
     computes in; the D skip and the gate are the caller's.
+
+    States, in and out, are (batch, H, P, N), mamba-ssm's layout: ``initial_state`` is S_{-1},
+    the state before the first token (it enters as the first chunk's start state, step 3);
+    with ``return_final_state`` the state after the last real token is returned too, as
+    ``(y, state)`` — the next chunk of the same sequence continues from it exactly (padding
+    has dt = 0, so it leaves the state unchanged).
     """
     if chunk_size < 1:
         raise ValueError(f"chunk_size must be >= 1, got {chunk_size}")
@@ -102,7 +111,8 @@ def ssd_scan(
         x_heads = xdt.view(batch, chunks, Q, groups, per_group, head_dim).permute(0, 1, 3, 4, 2, 5)
         y_diag = (CB * decay.exp()) @ x_heads  # (b, c, G, hg, Q, P)
         y_diag = y_diag.permute(0, 1, 4, 2, 3, 5).reshape(batch, chunks, Q, heads, head_dim)
-        if chunks == 1:  # one chunk: it starts from the zero state, nothing more to add
+        if chunks == 1 and initial_state is None and not return_final_state:
+            # one chunk from the zero state: nothing more to add
             return y_diag.view(batch, Q, heads, head_dim)[:, :seq_len]
         # 2. each chunk's state at its end, transposed (N × P per head):
         #    Bᵀ (dt x ⊙ exp(cs_end − cs))
@@ -116,12 +126,20 @@ def ssd_scan(
             batch, chunks, groups, 1, per_group * head_dim
         )
         decays, chunk_states = chunk_decay.unbind(1), states.unbind(1)
-        starts = [torch.zeros_like(chunk_states[0])]
+        if initial_state is None:
+            starts = [torch.zeros_like(chunk_states[0])]
+        else:  # (b, H, P, N) -> (b, G, N, hg·P), the layout of the chunk states
+            s0 = initial_state.to(work).reshape(batch, groups, per_group, head_dim, state)
+            starts = [s0.permute(0, 1, 4, 2, 3).reshape_as(chunk_states[0])]
         for c in range(chunks - 1):
             starts.append(torch.addcmul(chunk_states[c], starts[-1], decays[c]))
         start = torch.stack(starts, 1)  # (b, c, G, N, hg·P)
         # 4. the start state's contribution: exp(cs) ⊙ (C S_start)
         y_off = (Cc @ start).transpose(2, 3).reshape(batch, chunks, Q, heads, head_dim)
         y = torch.addcmul(y_diag, y_off, cs.exp().unsqueeze(-1))
-        y = y.reshape(batch, chunks * Q, heads, head_dim)
-    return y[:, :seq_len]
+        y = y.reshape(batch, chunks * Q, heads, head_dim)[:, :seq_len]
+        if not return_final_state:
+            return y
+        final = torch.addcmul(chunk_states[-1], starts[-1], decays[-1])  # (b, G, N, hg·P)
+        final = final.reshape(batch, groups, state, per_group, head_dim).permute(0, 1, 3, 4, 2)
+        return y, final.reshape(batch, heads, head_dim, state)
