@@ -12,8 +12,18 @@ from greenbench.vocabulary import Layout
 def odc_unsupported(config: Config, layout: Layout) -> str | None:
     """Why ODC cannot run ``config`` where it would run (`StrategyCard.unsupported`): its
     shared-memory transport (``odc.transport=shm``, the default) reaches CPU ranks on one host
-    only; ``odc.transport=p2p`` reaches CUDA ranks and other hosts."""
+    only; ``odc.transport=cuda-ipc`` reaches CUDA ranks on one node only;
+    ``odc.transport=p2p`` reaches CUDA ranks and other hosts."""
     odc = config[ODCSettings]
+    if odc is not None and odc.transport == "cuda-ipc":
+        if config.run.device != "cuda":
+            return "strategy=odc with odc.transport=cuda-ipc shares GPU memory: set device=cuda"
+        if config.run.nnodes > 1:
+            return (
+                "strategy=odc with odc.transport=cuda-ipc runs within one node: "
+                "odc.transport=p2p across nodes"
+            )
+        return None
     if odc is not None and odc.transport != "shm":
         return None
     if config.run.device == "cuda":

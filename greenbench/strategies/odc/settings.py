@@ -8,8 +8,9 @@ from greenbench.config import section, setting
 
 #: ranks meet once per minibatch (ODC) or before every microbatch as well (lockstep)
 MEETINGS = ("minibatch", "microbatch")
-#: shared memory between CPU ranks of one host, or point-to-point messages (any host, CUDA too)
-TRANSPORTS = ("shm", "p2p")
+#: shared memory between CPU ranks of one host, point-to-point messages (any host, CUDA too), or
+#: device memory shared by CUDA IPC between the GPUs of one node
+TRANSPORTS = ("shm", "p2p", "cuda-ipc")
 
 
 @section(
@@ -28,6 +29,8 @@ class ODCSettings:
         "shm",
         "shm (shared memory and a drain thread: CPU ranks of one host; a get is a one-sided "
         "copy) | p2p (torch.distributed point-to-point messages to a server thread on each "
-        "owner: across hosts, and on CUDA over NCCL)",
+        "owner: across hosts, and on CUDA over NCCL) | cuda-ipc (device memory shared by CUDA "
+        "IPC between the GPUs of one node; a get is a one-sided device copy; never run on a "
+        "GPU yet)",
         choices=TRANSPORTS,
     )

@@ -34,8 +34,10 @@ count as transfer; the barriers hold the imbalance left over.
 Two transports (``odc.transport``): shared memory between CPU ranks of one host
 (`SharedMemoryTransport`, the default: a get is a one-sided copy), and point-to-point messages
 to a server thread on each owner (`P2PTransport`: across hosts, and on CUDA over NCCL, where a
-get is a request answered by the owner's thread). A CUDA IPC transport (GPUs of one node sharing
-device memory) is not built. Why our own: neither torch nor any kept library implements
+get is a request answered by the owner's thread), and device memory shared by CUDA IPC between
+the GPUs of one node (`CudaIpcTransport`: a get is a one-sided device copy; never run on a GPU
+yet). On CUDA the device is synchronised before every barrier, so an owner's step is in memory
+before a peer may read its shard. Why our own: neither torch nor any kept library implements
 parameter gets served without the owner's compute thread, with owner-applied gradient pushes.
 """
 
@@ -52,8 +54,9 @@ import torch.distributed as dist
 from torch.utils._pytree import tree_flatten
 
 from greenbench.distributed.comm import CommRecorder
-from greenbench.distributed.device import DistContext
+from greenbench.distributed.device import DistContext, synchronize
 from greenbench.strategies.base import DataParallel
+from greenbench.strategies.odc.cuda_ipc import CudaIpcTransport
 from greenbench.strategies.odc.p2p import P2PTransport
 from greenbench.strategies.odc.settings import ODCSettings
 from greenbench.strategies.odc.transport import SharedMemoryTransport, Transport
@@ -72,7 +75,7 @@ class ODC(DataParallel):
     name = "odc"
     #: where ranks meet (`ODCSettings.meet`): once per minibatch, or every microbatch as well
     meet: str = "minibatch"
-    #: how ranks reach each other's shards (`ODCSettings.transport`): ``shm`` or ``p2p``
+    #: how ranks reach each other's shards (`ODCSettings.transport`): shm, p2p or cuda-ipc
     transport_kind: str = "shm"
 
     transport: Transport
@@ -100,17 +103,23 @@ class ODC(DataParallel):
         self._backward_ready: set[int] = set()
         self._install_hooks(module)
         if self.ctx.distributed:
+            synchronize(self.ctx.device)  # the own shards are written before a peer reads them
             dist.barrier()  # every rank maps every other's memory before anyone reads it
         return module
 
     def _make_transport(self, rank: int, world: int, shard_numels: list[int]) -> Transport:
-        """The transport ``odc.transport`` names: shared memory (one host, CPU) or point-to-point
-        messages (anywhere, CPU or CUDA)."""
+        """The transport ``odc.transport`` names: shared memory (one host, CPU), point-to-point
+        messages (anywhere, CPU or CUDA) or CUDA IPC (the GPUs of one node)."""
         if self.transport_kind == "p2p":
             return P2PTransport(rank, self._dp_ranks(world), shard_numels, self.ctx.device)
         token = [secrets.token_hex(8) if self.ctx.rank == 0 else None]
         if self.ctx.distributed:
             dist.broadcast_object_list(token, src=0)
+        if self.transport_kind == "cuda-ipc":
+            first = self._dp_ranks(world)[0]  # each data-parallel group's sockets its own
+            return CudaIpcTransport(
+                rank, world, shard_numels, f"{token[0]}-{first}", self.ctx.device, self._dp_group()
+            )
         return SharedMemoryTransport(
             rank,
             world,
@@ -125,6 +134,11 @@ class ODC(DataParallel):
         if DIM in names:
             return dist.get_process_group_ranks(self.mesh.get_group(DIM))  # type: ignore[union-attr]
         return list(range(world))
+
+    def _dp_group(self) -> Any:
+        """This rank's data-parallel process group (None: the default group is it)."""
+        names = (self.mesh.mesh_dim_names or ()) if self.mesh is not None else ()
+        return self.mesh.get_group(DIM) if DIM in names else None  # type: ignore[union-attr]
 
     def configure(self, config: Config) -> None:
         own = config[ODCSettings]
@@ -264,6 +278,7 @@ class ODC(DataParallel):
 
         Every rank calls it: ranks meet first, so no owner is still stepping its shard."""
         if self.ctx.distributed:
+            synchronize(self.ctx.device)  # this rank's step is in memory before peers read it
             dist.barrier()
         out: dict[str, torch.Tensor] = {}
         for unit in self.units:

@@ -23,8 +23,11 @@ A peer that dies closes its sockets, and a rank waiting on it fails at once nami
 
 Across hosts, and on CUDA, `greenbench.strategies.odc.p2p.P2PTransport` serves the same calls
 with torch.distributed point-to-point messages to a server thread on each owner (chosen with
-``odc.transport = p2p``); the shared memory here stays the default on one host's CPU ranks. A CUDA
-IPC transport (GPUs of one node sharing device memory) is not built.
+``odc.transport = p2p``); the shared memory here stays the default on one host's CPU ranks. GPUs
+of one node share device memory the same way with
+`greenbench.strategies.odc.cuda_ipc.CudaIpcTransport` (``odc.transport = cuda-ipc``), which keeps
+this transport's mailboxes, connections and drain thread and changes only where the memory lives
+and how a slot is known to be written and read (`_allocate`, `_deliver`, `_apply`).
 
 Why our own: no kept library offers one-sided reads and owner-applied accumulation between
 processes; torch.distributed.rpc (TensorPipe) is in maintenance and was avoided on purpose.
@@ -110,10 +113,9 @@ class SharedMemoryTransport(Transport):
         self.slot_numel = max(shard_numels, default=0)
         self.params_numel = self.offsets[-1]
         total = self.params_numel + (world - 1) * SLOTS * self.slot_numel
-        self._fd = os.memfd_create(f"greenbench-odc-{rank}", os.MFD_CLOEXEC)
-        os.ftruncate(self._fd, max(total, 1) * _FLOAT)
-        self._memory = self._map(self._fd, total)
-        self._accs = [torch.zeros(n) for n in shard_numels]
+        self._fd = -1
+        self._memory = self._allocate(total)
+        self._accs = [self._memory.new_zeros(n) for n in shard_numels]
         self._lock = threading.Lock()
         self._token = token
         self._peers: dict[int, torch.Tensor] = {}
@@ -133,6 +135,12 @@ class SharedMemoryTransport(Transport):
                 self._connect(peer)
 
     # ------------------------------------------------------------------ layout of the memory
+
+    def _allocate(self, numel: int) -> torch.Tensor:
+        """This rank's memory (shards, then mailboxes): an anonymous shared-memory file."""
+        self._fd = os.memfd_create(f"greenbench-odc-{self.rank}", os.MFD_CLOEXEC)
+        os.ftruncate(self._fd, max(numel, 1) * _FLOAT)
+        return self._map(self._fd, numel)
 
     @staticmethod
     def _map(fd: int, numel: int) -> torch.Tensor:
@@ -173,19 +181,27 @@ class SharedMemoryTransport(Transport):
     def push(self, owner: int, unit: int, grad: torch.Tensor) -> None:
         self._raise_if_failed()
         if owner == self.rank:
-            with self._lock:
-                self._accs[unit].add_(grad)
+            self._add_own(unit, grad)
             return
         free = self._free[owner]
         while not free:
             free.append(self._await_ack(owner))
         slot = free.popleft()
-        n = grad.numel()
-        self._mailbox(self._peers[owner], self.rank, owner, slot)[:n].copy_(grad)
+        self._deliver(owner, slot, grad)
         try:
-            self._conns[owner].send(_MSG.pack(unit, slot, n))
+            self._conns[owner].send(_MSG.pack(unit, slot, grad.numel()))
         except OSError as exc:
             raise PeerLost(f"rank {owner} is gone (push failed: {exc})") from exc
+
+    def _add_own(self, unit: int, grad: torch.Tensor) -> None:
+        """A push to this rank itself: added at once, under the accumulators' lock."""
+        with self._lock:
+            self._accs[unit].add_(grad)
+
+    def _deliver(self, owner: int, slot: int, grad: torch.Tensor) -> None:
+        """Put ``grad`` into free slot ``slot`` of this rank's mailbox at ``owner``, before
+        the owner is told: a plain copy into its shared memory."""
+        self._mailbox(self._peers[owner], self.rank, owner, slot)[: grad.numel()].copy_(grad)
 
     def flush(self) -> None:
         for owner, free in self._free.items():
@@ -212,16 +228,24 @@ class SharedMemoryTransport(Transport):
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         conn.connect(self._address(peer))
         conn.send(_HELLO.pack(self.rank))
+        self._peers[peer] = self._receive_memory(conn, peer)
+        self._conns[peer] = conn
+        self._free[peer] = deque(range(SLOTS))
+
+    def _receive_memory(self, conn: socket.socket, peer: int) -> torch.Tensor:
+        """``peer``'s memory, mapped here: its file descriptor arrives on the connection."""
         _, fds, _, _ = socket.recv_fds(conn, 1, 1)
         if not fds:
             raise PeerLost(f"rank {peer} sent no shared memory")
         try:
-            self._peers[peer] = self._map(fds[0], self._memory.numel())
+            return self._map(fds[0], self._memory.numel())
         finally:
             for fd in fds:
                 os.close(fd)
-        self._conns[peer] = conn
-        self._free[peer] = deque(range(SLOTS))
+
+    def _send_memory(self, conn: socket.socket) -> None:
+        """Give a connecting peer this rank's memory (its file descriptor)."""
+        socket.send_fds(conn, [b"m"], [self._fd])
 
     def _serve(self) -> None:
         """The drain thread: accept each peer, give it this rank's memory, then apply its
@@ -244,7 +268,7 @@ class SharedMemoryTransport(Transport):
     def _accept(self, selector: selectors.BaseSelector) -> None:
         conn, _ = self._listener.accept()
         sender = _HELLO.unpack(conn.recv(_HELLO.size))[0]
-        socket.send_fds(conn, [b"m"], [self._fd])
+        self._send_memory(conn)
         selector.register(conn, selectors.EVENT_READ, sender)
 
     def _drain(self, conn: socket.socket, sender: int) -> bool:
@@ -252,11 +276,15 @@ class SharedMemoryTransport(Transport):
         if not data:
             return False  # the sender closed (finished or died): nothing more will arrive
         unit, slot, n = _MSG.unpack(data)
-        incoming = self._mailbox(self._memory, sender, self.rank, slot)[:n]
-        with self._lock:
-            self._accs[unit].add_(incoming)
+        self._apply(sender, slot, unit, self._mailbox(self._memory, sender, self.rank, slot)[:n])
         conn.send(_HELLO.pack(slot))
         return True
+
+    def _apply(self, sender: int, slot: int, unit: int, incoming: torch.Tensor) -> None:
+        """Add a mailbox slot into the accumulator; done when this returns (then it is
+        acknowledged and the sender may reuse the slot)."""
+        with self._lock:
+            self._accs[unit].add_(incoming)
 
     def close(self) -> None:
         self._stop.set()
