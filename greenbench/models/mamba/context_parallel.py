@@ -234,15 +234,33 @@ def enable_cp_scan(
     ``comm``; each rank then runs its `split_sequence` chunk. Contiguous chunks only: the scan
     passes its state from each chunk to the next in row order, so a load-balanced (zigzag)
     split, which gives a rank two distant runs, has no meaning here (ValueError)."""
+    return reclass_mixers(
+        model, (MambaMixer, FastScanMambaMixer), ContextParallelMambaMixer,
+        (group, comm, dim), layout, "Mamba",
+    )  # fmt: skip
+
+
+def reclass_mixers(
+    model: torch.nn.Module,
+    kinds: tuple[type, ...],
+    cp_class: type,
+    over: tuple[ProcessGroup, CommRecorder, str],
+    layout: str,
+    family: str,
+) -> torch.nn.Module:
+    """Re-class every mixer of ``kinds`` (or already ``cp_class``) in ``model`` as ``cp_class``
+    over the cp group ``over`` (group, recorder, dimension), in place: a state-space family's CP
+    form (Mamba's, Mamba-2's). Contiguous chunks only (ValueError otherwise, before any group
+    is touched), and a model without such mixers is a ValueError."""
     if layout != "contiguous":
-        raise ValueError(f"the chunked Mamba scan needs contiguous chunks, not {layout!r}")
-    cpg = CPGroup.of(group, comm, dim)
+        raise ValueError(f"the chunked {family} scan needs contiguous chunks, not {layout!r}")
+    cpg = CPGroup.of(*over)
     found = False
     for module in model.modules():
-        if type(module) in (MambaMixer, FastScanMambaMixer, ContextParallelMambaMixer):
-            module.__class__ = ContextParallelMambaMixer
+        if type(module) in (*kinds, cp_class):
+            module.__class__ = cp_class
             module.context_parallel = cpg
             found = True
     if not found:
-        raise ValueError("enable_cp_scan: the model has no Mamba mixers")
+        raise ValueError(f"enable_cp_scan: the model has no {family} mixers")
     return model

@@ -42,7 +42,7 @@ from transformers.models.mamba2.modeling_mamba2 import Mamba2Mixer
 
 from greenbench.distributed.comm import CommRecorder
 from greenbench.distributed.cp_group import CPGroup
-from greenbench.models.mamba.context_parallel import Halo, StateChain
+from greenbench.models.mamba.context_parallel import Halo, StateChain, reclass_mixers
 from greenbench.models.mamba2.kernels import scan_function
 from greenbench.models.mamba2.model import SSDMamba2Mixer
 
@@ -119,15 +119,7 @@ def enable_cp_scan(
     `ContextParallelMamba2Mixer` over ``group`` (in place), recording messages on ``dim`` in
     ``comm``; each rank then runs its `split_sequence` chunk. Contiguous chunks only, as for
     Mamba: the state passes from each chunk to the next in row order (ValueError otherwise)."""
-    if layout != "contiguous":
-        raise ValueError(f"the chunked Mamba-2 scan needs contiguous chunks, not {layout!r}")
-    cpg = CPGroup.of(group, comm, dim)
-    found = False
-    for module in model.modules():
-        if type(module) in (Mamba2Mixer, SSDMamba2Mixer, ContextParallelMamba2Mixer):
-            module.__class__ = ContextParallelMamba2Mixer
-            module.context_parallel = cpg
-            found = True
-    if not found:
-        raise ValueError("enable_cp_scan: the model has no Mamba-2 mixers")
-    return model
+    return reclass_mixers(
+        model, (Mamba2Mixer, SSDMamba2Mixer), ContextParallelMamba2Mixer,
+        (group, comm, dim), layout, "Mamba-2",
+    )  # fmt: skip
