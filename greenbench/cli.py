@@ -405,12 +405,16 @@ def list_(what: str, db: Path | None, limit: int) -> None:
 @main.command()
 @click.argument("run_id")
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@click.option(
+    "--all", "all_settings", is_flag=True, help="print every setting, not only those changed"
+)
 @friendly
-def show(run_id: str, db: Path | None) -> None:
-    """Show one run: its configuration, every repeat and every rank."""
+def show(run_id: str, db: Path | None, all_settings: bool) -> None:
+    """Show one run: its configuration (the settings that differ from the defaults; every one
+    with --all), every repeat and every rank."""
     from greenbench.reporting import terminal as render
 
-    render.run_detail(db or default_db(), run_id)
+    render.run_detail(db or default_db(), run_id, all_settings=all_settings)
 
 
 @main.command()
@@ -604,53 +608,139 @@ def report(out: Path, force: bool, title: str, ref: str | None, db: Path | None)
     click.echo(f"wrote {where(path)}")
 
 
+class Checked(click.ParamType):
+    """A typed option value read by one of greenbench's checks (``check(option, text)``), whose
+    refusal becomes click's one-line usage error, without the option named twice."""
+
+    def __init__(self, name: str, check: Callable[[str, str], Any]) -> None:
+        self.name = name
+        self.check = check
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if not isinstance(value, str):
+            return value
+        option = param.opts[0] if param is not None else ""
+        try:
+            return self.check(option, value)
+        except GreenbenchError as exc:
+            self.fail(str(exc).removeprefix(f"{option} "), param, ctx)
+
+
+def _whole(least: int = 1, most: str | None = None) -> Checked:
+    """A whole number >= ``least`` and at most the planner's limit named ``most``, read when
+    the option is (the planner is not imported for other commands)."""
+
+    def check(option: str, text: str) -> int:
+        from greenbench.planner import command, search
+
+        return command.whole(option, text, least, getattr(search, most) if most else None)
+
+    return Checked("integer", check)
+
+
+def _watts(option: str, text: str) -> float | None:
+    from greenbench.planner.command import watts
+
+    return watts(text)
+
+
+def _plan_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """`plan`'s options, typed (the limits are the planner's)."""
+    options = [
+        click.option("--model-family", "family", required=True, help="transformer or mamba"),
+        click.option("--size", required=True, help="model preset, e.g. 7b"),
+        click.option(
+            "--devices",
+            type=_whole(most="MAX_DEVICES"),
+            required=True,
+            help="number of devices to plan for (GPUs, or ranks of the host)",
+        ),
+        click.option(
+            "--device-type",
+            required=True,
+            help="h100, a100, h200, b200, … (the GPU table), or host: this host's CPU as its "
+            "runs stored in --db show it",
+        ),
+        click.option(
+            "--seq-len",
+            type=_whole(most="MAX_SEQ_LEN"),
+            default=4096,
+            show_default=True,
+            help="tokens per sequence",
+        ),
+        click.option(
+            "--global-batch",
+            type=_whole(most="MAX_GLOBAL_BATCH"),
+            default=512,
+            show_default=True,
+            help="sequences per optimizer step",
+        ),
+        click.option(
+            "--micro-batch",
+            type=_whole(most="MAX_GLOBAL_BATCH"),
+            default=1,
+            show_default=True,
+            help="sequences per microbatch and rank",
+        ),
+        click.option(
+            "--precision",
+            type=click.Choice(["bf16", "fp32"]),
+            default="bf16",
+            show_default=True,
+        ),
+        click.option(
+            "--power-limit-w",
+            type=Checked("watts", _watts),
+            default=None,
+            help="GPU power limit in watts (default: none)",
+        ),
+        click.option(
+            "--rank-by",
+            type=click.Choice(["energy", "time", "memory"]),
+            default="energy",
+            show_default=True,
+            help="what the table is ranked by",
+        ),
+        click.option(
+            "--top",
+            type=_whole(least=0),
+            default=20,
+            show_default=True,
+            help="rows shown besides the Pareto set (0: every layout)",
+        ),
+        click.option(
+            "--db",
+            type=click.Path(path_type=Path),
+            help="results database: show layouts measured on this host with the prediction's error",
+        ),
+        click.option(
+            "--calibrate",
+            is_flag=True,
+            help="fit α, β, sustained FLOP/s, per-family rates and power from stored runs",
+        ),
+        click.option(
+            "--run-top",
+            type=_whole(),
+            default=None,
+            metavar="K",
+            help="run the planner's first K runnable layouts here, store them in --db and "
+            "report the regret of its first pick",
+        ),
+        click.option(
+            "--set",
+            "run_sets",
+            multiple=True,
+            metavar="KEY=VALUE",
+            help="with --run-top: a setting of those runs (e.g. repeats=1)",
+        ),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @main.command()
-@click.option("--model-family", "family", required=True, help="transformer or mamba")
-@click.option("--size", required=True, help="model preset, e.g. 7b")
-@click.option(
-    "--devices", required=True, help="number of devices to plan for (GPUs, or ranks of the host)"
-)
-@click.option(
-    "--device-type",
-    required=True,
-    help="h100, a100, h200, b200, … (the GPU table), or host: this host's CPU as its runs "
-    "stored in --db show it",
-)
-@click.option("--seq-len", default="4096", show_default=True, help="tokens per sequence")
-@click.option(
-    "--global-batch", default="512", show_default=True, help="sequences per optimizer step"
-)
-@click.option(
-    "--micro-batch", default="1", show_default=True, help="sequences per microbatch and rank"
-)
-@click.option("--precision", default="bf16", show_default=True, help="bf16 or fp32")
-@click.option("--power-limit-w", default=None, help="GPU power limit in watts (default: none)")
-@click.option("--rank-by", default="energy", show_default=True, help="energy, time or memory")
-@click.option("--top", default="20", show_default=True, help="rows shown besides the Pareto set")
-@click.option(
-    "--db",
-    type=click.Path(path_type=Path),
-    help="results database: show layouts measured on this host with the prediction's error",
-)
-@click.option(
-    "--calibrate",
-    is_flag=True,
-    help="fit α, β, sustained FLOP/s, per-family rates and power from stored runs",
-)
-@click.option(
-    "--run-top",
-    default=None,
-    metavar="K",
-    help="run the planner's first K runnable layouts here, store them in --db and report the "
-    "regret of its first pick",
-)
-@click.option(
-    "--set",
-    "run_sets",
-    multiple=True,
-    metavar="KEY=VALUE",
-    help="with --run-top: a setting of those runs (e.g. repeats=1)",
-)
+@_plan_options
 @friendly
 def plan(**options: Any) -> None:
     """Predict step time, memory per device and J/token of every layout (no torch, no GPU)."""

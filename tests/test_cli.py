@@ -62,7 +62,7 @@ def test_run_workload_stores_honest_results(tmp_path: Path):
     ).fetchall()
     rows = con.execute(
         "SELECT tokens_per_s, joules_per_token, mfu, energy_source, "
-        "energy_measured, tokens FROM results"
+        "energy_measured, tokens, mfu_note FROM results"
     ).fetchall()
     con.close()
     assert {r[2] for r in runs} == {"transformer", "mamba", "mamba2"}
@@ -74,8 +74,11 @@ def test_run_workload_stores_honest_results(tmp_path: Path):
     assert {r[6] for r in runs} == {"cpu-gemm-calibration"}
     assert all(r[7] and r[7] != r[8] for r in runs)  # every run its seed group, not its key
     assert len(rows) == 2 * len(runs)
-    for tps, jpt, mfu, stored, measured, tokens in rows:
-        assert tps > 0 and jpt > 0 and 0 < mfu <= 1 and tokens > 0
+    for tps, jpt, mfu, stored, measured, tokens, note in rows:
+        assert tps > 0 and jpt > 0 and tokens > 0
+        # on a busy machine the peak calibration can read low and a window beat it: then MFU
+        # is unknown with the reason, never above 1
+        assert (mfu is not None and 0 < mfu <= 1) or (mfu is None and "peak" in note), note
         assert stored == source and measured is (source != "estimate")
 
     listed = invoke("list", "runs", "--db", str(db))

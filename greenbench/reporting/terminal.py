@@ -110,7 +110,16 @@ def runs_table(db_path: Path, limit: int) -> None:
     console.print(table)
 
 
-def run_detail(db_path: Path, run_id: str) -> None:
+def changed_settings(settings: dict[str, Any]) -> dict[str, Any]:
+    """The settings whose value is not greenbench's default; a user workload's own (``user.*``)
+    and any key greenbench no longer declares are always kept."""
+    from greenbench.settings import SCHEMA
+
+    defaults = SCHEMA.defaults()
+    return {k: v for k, v in settings.items() if k not in defaults or defaults[k] != v}
+
+
+def run_detail(db_path: Path, run_id: str, *, all_settings: bool = False) -> None:
     from greenbench.store import get_run
 
     run = get_run(db_path, run_id)
@@ -150,7 +159,13 @@ def run_detail(db_path: Path, run_id: str) -> None:
     )
     config = run["config"] if isinstance(run["config"], dict) else json.loads(run["config"])
     settings = (config or {}).get("settings") or {}
-    console.print("settings: " + ", ".join(f"{cell(k)}={cell(v)}" for k, v in settings.items()))
+    shown = settings if all_settings else changed_settings(settings)
+    what = "settings" if all_settings else "settings changed from the defaults"
+    console.print(
+        f"{what}: "
+        + (", ".join(f"{cell(k)}={cell(v)}" for k, v in shown.items()) or "none")
+        + ("" if all_settings else f" ({len(settings)} in all: --all)")
+    )
     results = run.get("results", [])
     if run.get("status") == "ok":
         trust_lines(run, results)

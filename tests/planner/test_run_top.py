@@ -24,7 +24,7 @@ def test_a_bad_k_is_one_line_and_exit_2(k: str, cpu_db: Path) -> None:
     result = run(*TINY, "--devices", "1", "--db", str(cpu_db), f"--run-top={k}")
     assert result.exit_code == 2
     lines = result.output.strip().splitlines()
-    assert len(lines) == 1 and "--run-top must be a whole number >= 1" in lines[0]
+    assert len(lines) == 1 and "'--run-top': must be a whole number >= 1" in lines[0]
 
 
 def test_set_without_run_top_is_refused(cpu_db: Path) -> None:

@@ -281,3 +281,25 @@ def test_a_rank_whose_node_is_read_by_local_rank_0_shows_no_energy_not_a_zero() 
     assert read_elsewhere({"local_rank": 1, "energy_j": 0.0})  # its node's CPU: rank 0's window
     assert not read_elsewhere({"local_rank": 0, "energy_j": 0.0})
     assert not read_elsewhere({"local_rank": 1, "energy_j": 350.0})  # its own GPU
+
+
+# --- item: show prints what differs from the defaults -----------------------------------------
+
+
+def test_show_prints_changed_settings_and_every_setting_with_all(tmp_path: Path) -> None:
+    """model.size=tiny and data.lengths=fixed are the defaults; data.lengths=sft is not; a
+    user workload's own setting has no default greenbench knows, so it is always shown."""
+    path = tmp_path / "show.duckdb"
+    with Store(path) as store:
+        _ok(store, "showchanged1", lengths="sft")
+        store.begin_run({**_row("showdefault1"), "config": {"settings": {"model.size": "tiny"}}})
+    changed = _invoke("show", "showchanged1", "--db", str(path))
+    assert changed.exit_code == 0, changed.output
+    line = next(x for x in changed.output.splitlines() if x.startswith("settings"))
+    assert "data.lengths=sft" in line and "model.size" not in line
+    assert "(2 in all: --all)" in line
+    every = _invoke("show", "showchanged1", "--all", "--db", str(path))
+    line = next(x for x in every.output.splitlines() if x.startswith("settings"))
+    assert "data.lengths=sft" in line and "model.size=tiny" in line
+    default = _invoke("show", "showdefault1", "--db", str(path))
+    assert "settings changed from the defaults: none (1 in all: --all)" in default.output
