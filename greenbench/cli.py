@@ -608,6 +608,35 @@ def report(out: Path, force: bool, title: str, ref: str | None, db: Path | None)
     click.echo(f"wrote {where(path)}")
 
 
+@main.command()
+@click.option(
+    "--out",
+    type=click.Path(path_type=Path),
+    required=True,
+    help="folder to write the site into, e.g. site/",
+)
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@click.option("--force", is_flag=True, help="replace an earlier site in --out, whole")
+@click.option("--title", default="greenbench results", show_default=True)
+@friendly
+def publish(out: Path, db: Path | None, force: bool, title: str) -> None:
+    """Write a static web site of the results: leaderboard, Pareto fronts, workloads, history.
+
+    Interactive charts (Vega-Lite) with their JavaScript in the site itself: open index.html
+    from disk, no server and no network needed. A non-empty --out is replaced only with
+    --force, and only when it holds an earlier site. The site is built in a temporary folder
+    beside --out and moved into place when complete.
+    """
+    from greenbench.outputs import where
+    from greenbench.reporting.site import publish as publish_site
+
+    site = publish_site(db or default_db(), out, title=title, force=force)
+    click.echo(
+        f"wrote {where(site.index)}: {site.pages} pages, {site.size_bytes / 1e6:.1f} MB "
+        "(open it in a browser: no server needed)"
+    )
+
+
 class Checked(click.ParamType):
     """A typed option value read by one of greenbench's checks (``check(option, text)``), whose
     refusal becomes click's one-line usage error, without the option named twice."""

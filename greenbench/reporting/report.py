@@ -58,7 +58,7 @@ from greenbench.reporting.leaderboard import (
     training_rows,
 )
 from greenbench.reporting.refs import load_ref, query_results
-from greenbench.reporting.section import ReportContext
+from greenbench.reporting.section import ConfigLink, ReportContext
 from greenbench.reporting.sections import REPORT_SECTIONS
 from greenbench.vocabulary import EMULATED_SOURCE, energy_label
 from greenbench.vocabulary.flops import SHOWN, mfu_header
@@ -80,31 +80,56 @@ def write_report(
     other folder only the report's own files are replaced.
     """
     target = resolve_target(out_dir, kind="folder", force=force)
-    raw = load_ref(db_path, ref) if ref else query_results(db_path)
-    if raw.empty:
-        raise StoreError(f"{db_path} holds no finished runs: run `greenbench run --suite smoke`")
-    measured = training_rows(raw)
-    table = summarise(measured)
+    raw = report_rows(db_path, ref)
     with atomic_folder(target, swap=_only_report_files(target), last="README.md") as tmp:
-        context = ReportContext(
-            db_path=db_path,
-            out_dir=tmp,
-            raw=raw,
-            measured=measured,
-            table=table,
-            own=own_measurements(raw),
-            whole_database=ref is None,
-        )
-        lines = [f"# {title}", ""]
-        if table.empty:
-            lines += _without_leaderboard(raw)
-        else:
-            lines += _provenance(measured, table)
+        context = report_context(db_path, tmp, raw, whole_database=ref is None)
+        lines = [f"# {title}", "", *header_lines(context)]
         for section in REPORT_SECTIONS:
             if section.applies(context):
                 lines += section.render(context)
         (tmp / "README.md").write_text("\n".join(lines) + "\n", encoding="utf-8")
     return target / "README.md"
+
+
+def report_rows(db_path: str | Path, ref: str | None = None) -> pd.DataFrame:
+    """Every repeat of the finished runs in ``db_path`` (or those ``ref`` names); a StoreError
+    when there is none, so nothing is written for an empty database."""
+    raw = load_ref(db_path, ref) if ref else query_results(db_path)
+    if raw.empty:
+        raise StoreError(f"{db_path} holds no finished runs: run `greenbench run --suite smoke`")
+    return raw
+
+
+def report_context(
+    db_path: str | Path,
+    out_dir: Path,
+    raw: pd.DataFrame,
+    *,
+    whole_database: bool,
+    link: ConfigLink | None = None,
+) -> ReportContext:
+    """What every section reads, over the repeats ``raw`` (`report_rows`); figures go to
+    ``out_dir``, and a configuration's name links to ``link``'s page where one is given."""
+    measured = training_rows(raw)
+    return ReportContext(
+        db_path=db_path,
+        out_dir=out_dir,
+        raw=raw,
+        measured=measured,
+        table=summarise(measured),
+        own=own_measurements(raw),
+        whole_database=whole_database,
+        link=link,
+    )
+
+
+def header_lines(context: ReportContext) -> list[str]:
+    """What the report says under its title: where its figures come from (runs, commits,
+    devices, whether energy is measured or estimated, the MFU peak), or, with no measured
+    training run, what the database holds and that there is no leaderboard."""
+    if context.table.empty:
+        return _without_leaderboard(context.raw)
+    return _provenance(context.measured, context.table)
 
 
 def _only_report_files(folder: Path) -> bool:

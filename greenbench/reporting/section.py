@@ -9,11 +9,16 @@ section is one module holding a class that keeps this protocol, and one line in 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
 import pandas as pd
+
+#: where a configuration's own page is, relative to the page that links it, from its
+#: ``config_key`` and ``energy_source`` (a published site's history page); None: no page
+ConfigLink = Callable[[str, str], str | None]
 
 
 @dataclass(frozen=True)
@@ -24,7 +29,9 @@ class ReportContext:
     ``measured``: its training rows (`leaderboard.training_rows`); ``table``: the leaderboard
     over them (`report.summarise`, empty when no measured training run is there); ``own``: the
     user's own measurements; ``whole_database``: no REF narrowed the report (sections that read
-    the database for their own workload's runs show only then); ``out_dir``: where PNGs go.
+    the database for their own workload's runs show only then); ``out_dir``: where PNGs go;
+    ``link``: where a configuration's own page is (`greenbench publish`'s history pages; a
+    Markdown report has none), for the sections that name configurations to link them.
     """
 
     db_path: str | Path
@@ -34,6 +41,7 @@ class ReportContext:
     table: pd.DataFrame
     own: pd.DataFrame
     whole_database: bool
+    link: ConfigLink | None = None
 
 
 class ReportSection(Protocol):

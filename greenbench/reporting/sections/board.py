@@ -11,7 +11,7 @@ import pandas as pd
 
 from greenbench.reporting.cells import PARTIAL, g, partial, row
 from greenbench.reporting.leaderboard import partial_model_mask
-from greenbench.reporting.section import ReportContext
+from greenbench.reporting.section import ConfigLink, ReportContext
 from greenbench.vocabulary.flops import SHOWN, mfu_header
 from greenbench.vocabulary.trust import CONTENDED, Trust, interval_caption
 
@@ -33,7 +33,7 @@ class LeaderboardSection:
             "",
             "## Leaderboard",
             "",
-            *table_lines(context.table),
+            *table_lines(context.table, context.link),
             *notes(context.table),
             *skipping_note(context.measured),
         ]
@@ -62,8 +62,9 @@ def skipping_note(measured: pd.DataFrame) -> list[str]:
     ]
 
 
-def table_lines(table: pd.DataFrame) -> list[str]:
-    """The leaderboard's Markdown table."""
+def table_lines(table: pd.DataFrame, link: ConfigLink | None = None) -> list[str]:
+    """The leaderboard's Markdown table; each configuration's name a link to its page where
+    ``link`` gives one."""
     lines = [
         "| workload | configuration | layout | devices | energy | J/token (median [interval]) "
         f"| tokens/s | {mfu_header(SHOWN)} | peak mem (MiB) | repeats | trust |",
@@ -78,6 +79,9 @@ def table_lines(table: pd.DataFrame) -> list[str]:
         name = (
             f"{r.config_name} ({partial(r.skipped_fraction)})" if r.partial_model else r.config_name
         )
+        href = link(str(r.config_key), str(r.energy_source)) if link else None
+        if href:  # brackets in a name would end the link's text early
+            name = "[" + name.replace("[", "\\[").replace("]", "\\]") + f"]({href})"
         cells = [r.workload, name, r.layout, device, r.energy, jpt]
         cells += [g(r.tokens_per_s), mfu]
         cells += [g(r.peak_mem_mib), str(r.n_repeats), r.trust]
