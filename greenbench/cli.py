@@ -434,20 +434,26 @@ def doctor(redfish_url: str) -> None:
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["csv", "json", "parquet"]),
+    type=click.Choice(["csv", "json", "parquet", "codecarbon", "bmf"]),
     default="csv",
     show_default=True,
+    help="codecarbon: CodeCarbon's emissions.csv, a row per run; bmf: Bencher Metric Format JSON",
 )
 @click.option(
     "--out",
     type=click.Path(path_type=Path),
-    help="output file, or a folder to write greenbench.FMT into (default: results.FMT)",
+    help="output file, or a folder to write into (default: results.FMT, emissions.csv, bmf.json)",
 )
 @click.option("--force", is_flag=True, help="overwrite an existing output file")
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @friendly
 def export(fmt: str, out: Path | None, force: bool, db: Path | None) -> None:
-    """Export runs joined with their per-repeat results.
+    """Export runs joined with their per-repeat results, or in another tool's format.
+
+    csv, json, parquet: a row per repeat. codecarbon: CodeCarbon's emissions.csv columns, a
+    row per ok run (energy in kWh, power in W, emissions in kg CO2eq; what greenbench does not
+    know left empty). bmf: Bencher Metric Format, a benchmark per leaderboard row, its medians
+    with their 95 % CI where the repeats allow one.
 
     An existing file is overwritten only with --force; devices and pipes are refused. The file
     is written under a temporary name beside it and renamed when complete, so a failure leaves
@@ -455,10 +461,33 @@ def export(fmt: str, out: Path | None, force: bool, db: Path | None) -> None:
     names the absolute place written.
     """
     from greenbench.outputs import where
-    from greenbench.store import export as do_export
+    from greenbench.reporting.interchange import DEFAULT_NAMES
+    from greenbench.reporting.interchange import export as do_export
 
-    for path in do_export(db or default_db(), fmt, out or Path(f"results.{fmt}"), force=force):
+    for path in do_export(db or default_db(), fmt, out or Path(DEFAULT_NAMES[fmt]), force=force):
         click.echo(f"wrote {where(path)}")
+
+
+@main.command("import")
+@click.argument("source", type=click.Path(path_type=Path))
+@click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
+@friendly
+def import_(source: Path, db: Path | None) -> None:
+    """Bring another machine's runs (its results database SOURCE) into this database.
+
+    Idempotent by run id, in one transaction: a run this database lacks is added; one it holds
+    is replaced only by a copy at least as finished that keeps every result row (the rule of
+    `greenbench merge`), otherwise refused and kept as it is; the same run twice is unchanged.
+    Each run keeps its machine's fingerprint (host, hardware, versions). SOURCE is only read
+    (an older schema is migrated in a temporary copy); a file that is not a greenbench
+    results database, a newer or a damaged one is refused whole, exit 2.
+    """
+    from greenbench.store import import_database
+
+    report = import_database(db or default_db(), source)
+    lines = report.lines()
+    for i, line in enumerate(lines):
+        click.echo(line, err=i > 0)
 
 
 @main.command()

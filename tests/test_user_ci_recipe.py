@@ -9,6 +9,9 @@ time and, under the load-based estimate, more joules). Base → the unchanged co
 interleaved rounds); unchanged → slowed exits 3, with the verdict in the job summary. Both see
 6 or 5 repeats a side, enough for a regression to be significant; a 25 % threshold keeps a
 shared 2-core machine's drift out of it, and the planted slowdown is several times larger.
+
+The slowed pull request runs as on GitHub, against a local server playing GitHub's REST API
+(``github_helpers``): its verdict goes to one pull-request comment and to the step's outputs.
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from pathlib import Path
 
 import duckdb
 import pytest
+from github_helpers import REPO, TOKEN, FakeGitHub, pull_request_event, serving
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "actions" / "energy-check" / "energy-check.sh"
@@ -78,6 +82,10 @@ def recipe(repo: Path, work: Path, base: str, head: str, **env: str) -> subproce
         "PYTHON": sys.executable,
         "WORK": str(work),
         "SUMMARY": str(work / "summary.md"),
+        # never the GitHub of a CI running these tests: no comment, no outputs, unless given
+        "COMMENT": "no",
+        "GITHUB_EVENT_PATH": "",
+        "GITHUB_OUTPUT": "",
     }
     return subprocess.run(
         ["bash", str(SCRIPT), base, head],
@@ -105,13 +113,26 @@ def test_the_recipe_passes_an_unchanged_step_and_fails_a_slower_one(repo: Path, 
     rounds = [line for line in same.stdout.splitlines() if line.startswith("::group::")]
     assert [line.rsplit(" ", 1)[1] for line in rounds] == ["base", "head", "head", "base"]
 
-    slow = recipe(
-        repo, tmp_path / "slow", "HEAD~1", "HEAD",
-        ROUNDS="1", RUN_ARGS=f"--repeats 5 {QUICK}",
-    )  # fmt: skip
+    github = FakeGitHub()
+    with serving(github) as api:
+        slow = recipe(
+            repo, tmp_path / "slow", "HEAD~1", "HEAD",
+            ROUNDS="1", RUN_ARGS=f"--repeats 5 {QUICK}",
+            COMMENT="auto", GITHUB_API_URL=api, GITHUB_TOKEN=TOKEN, GITHUB_REPOSITORY=REPO,
+            GITHUB_EVENT_PATH=str(pull_request_event(tmp_path / "event.json")),
+            GITHUB_OUTPUT=str(tmp_path / "output"),
+        )  # fmt: skip
     assert slow.returncode == 3, slow.stdout[-3000:] + slow.stderr[-3000:]
     summary = (tmp_path / "slow" / "summary.md").read_text()
     assert "REGRESSION" in summary and "joules_per_token" in summary
+    assert summary.count("### greenbench compare:") == 1  # once, not also by compare itself
+    (comment,) = github.ours()  # the verdict table, on the pull request
+    assert comment["body"].startswith("<!-- greenbench-energy-check: energy.toml -->")
+    assert "REGRESSION" in comment["body"] and "joules_per_token" in comment["body"]
+    lines = (tmp_path / "output").read_text().splitlines()
+    outputs = dict(line.split("=", 1) for line in lines)
+    assert outputs["verdict"] == "regression" and outputs["exit-code"] == "3"
+    assert outputs["comment-url"] == comment["html_url"]
     # the worktrees are gone, the repository is as it was
     listed = subprocess.run(["git", "worktree", "list"], cwd=repo, capture_output=True, text=True)
     assert len(listed.stdout.strip().splitlines()) == 1

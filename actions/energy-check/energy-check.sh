@@ -7,6 +7,12 @@
 # 2 bad input. What GitHub's composite action (action.yml beside
 # this file) runs, and what any other CI system can run as it is (docs/user-workloads.md).
 #
+# On GitHub, after the verdict: the step's outputs (verdict, exit-code, summary, comment-url) go
+# to $GITHUB_OUTPUT, and on a pull request the verdict table goes to one comment, edited on each
+# new push (python -m greenbench.compare.pr_comment; its token needs pull-requests: write). A
+# fork's pull request, or a token that may not write, gets a note in the job summary instead;
+# the comment never changes the exit status.
+#
 # usage: energy-check.sh BASE_REF [HEAD_REF]      (inside a clone holding both commits)
 #
 # environment:
@@ -27,6 +33,8 @@
 #   RUN_ARGS    more options for `greenbench run` (e.g. "--repeats 5 --device cuda")
 #   WORK        working folder (default: a new temporary one)
 #   SUMMARY     file the verdict (Markdown) is appended to (default: $GITHUB_STEP_SUMMARY)
+#   COMMENT     auto (default): comment on a pull request's event (GITHUB_EVENT_PATH, with
+#               GITHUB_TOKEN, GITHUB_REPOSITORY, GITHUB_API_URL); no: never
 set -euo pipefail
 
 BASE_REF=${1:?usage: energy-check.sh BASE_REF [HEAD_REF]}
@@ -38,6 +46,7 @@ METRICS=${METRICS:-joules_per_token tokens_per_s}
 INSTALL=${INSTALL:-auto}
 PYTHON=${PYTHON:-python3}
 SUMMARY=${SUMMARY:-${GITHUB_STEP_SUMMARY:-}}
+COMMENT=${COMMENT:-auto}
 REPO=$(git rev-parse --show-toplevel)
 WORK=${WORK:-$(mktemp -d)}
 DB="$WORK/energy.duckdb"
@@ -88,14 +97,27 @@ for round in $(seq 1 "$ROUNDS"); do
   done
 done
 
-args=(--db "$DB" --baseline base --candidate head --threshold "$THRESHOLD" --format markdown)
+args=(--db "$DB" --baseline base --candidate head --threshold "$THRESHOLD")
 for metric in $METRICS; do args+=(--metric "$metric"); done
 [ "${STRICT:-0}" = 1 ] && args+=(--strict)
 [ "${ALLOW_CONTENDED:-0}" = 1 ] && args+=(--allow-contended)
+# compare appends Markdown to $GITHUB_STEP_SUMMARY itself: unset here, as this script appends it
 status=0
-"$PYTHON" -m greenbench compare "${args[@]}" >"$WORK/verdict.md" || status=$?
+env -u GITHUB_STEP_SUMMARY "$PYTHON" -m greenbench compare "${args[@]}" --format markdown \
+  >"$WORK/verdict.md" 2>"$WORK/compare.err" || status=$?
+cat "$WORK/compare.err" >&2
 cat "$WORK/verdict.md"
 if [ -n "$SUMMARY" ]; then
   { echo "## Energy: $HEAD_REF against $BASE_REF"; echo; cat "$WORK/verdict.md"; } >>"$SUMMARY"
 fi
+# the same verdict as JSON, for the outputs and the pull-request comment
+"$PYTHON" -m greenbench compare "${args[@]}" --format json >"$WORK/verdict.json" 2>/dev/null || true
+base_sha=$(git -C "$REPO" rev-parse --verify --quiet "$BASE_REF^{commit}" || echo "$BASE_REF")
+head_sha=$(git -C "$REPO" rev-parse --verify --quiet "$HEAD_REF^{commit}" || echo "$HEAD_REF")
+comment_args=(--markdown "$WORK/verdict.md" --verdict "$WORK/verdict.json" --exit-code "$status"
+  --errors "$WORK/compare.err" --key "$SUITE" --base "$base_sha" --head "$head_sha")
+[ "$COMMENT" = no ] && comment_args+=(--comment no)
+[ -n "$SUMMARY" ] && comment_args+=(--summary "$SUMMARY")
+"$PYTHON" -m greenbench.compare.pr_comment "${comment_args[@]}" ||
+  echo "::warning::energy check: the pull-request comment and outputs failed (see above)"
 exit "$status"

@@ -1,7 +1,8 @@
 """Regression verdicts for CI (``greenbench compare``); the rule is in ``rule`` and docs/compare.md.
 
 ``verdict`` holds the result types and metric directions, ``rule`` the pure comparison,
-``render`` the table/Markdown/JSON output, ``shell`` the function the CLI calls.
+``render`` the table/Markdown/JSON output, ``shell`` the function the CLI calls, ``pr_comment``
+the energy check's pull-request comment and action outputs (``python -m``).
 """
 
 from greenbench.compare.render import render_json, render_markdown, render_table

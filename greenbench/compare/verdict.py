@@ -120,6 +120,19 @@ class Verdict:
         return 0
 
     @property
+    def outcome(self) -> str:
+        """The verdict in one word, for CI (an action's output): ``regression``,
+        ``inconclusive`` (nothing compared, or a row inconclusive: too few repeats, no values,
+        a contended run), ``unstable`` (a row's CV above the cap) or ``pass``."""
+        if self.regressions:
+            return "regression"
+        if not self.rows or any(r.status == "inconclusive" for r in self.rows):
+            return "inconclusive"
+        if any(r.unstable for r in self.rows):
+            return "unstable"
+        return "pass"
+
+    @property
     def summary(self) -> str:
         if self.regressions:
             return f"REGRESSION in {len(self.regressions)} of {len(self.rows)} comparisons"
@@ -146,6 +159,7 @@ class Verdict:
             "cv_cap": self.cv_cap,
             "strict": self.strict,
             "exit_code": self.exit_code,
+            "outcome": self.outcome,
             "summary": self.summary,
             "rows": rows,
             "mismatches": [asdict(m) for m in self.mismatches],

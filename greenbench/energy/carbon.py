@@ -103,6 +103,16 @@ def carbon_intensity_g_per_kwh(region: str) -> tuple[float, str]:
     )
 
 
+def country_name(iso3: str) -> str | None:
+    """The country name CodeCarbon's energy mix gives an ISO-3 code ("FRA" → "France"); None
+    for a code it does not list, or where CodeCarbon is not installed."""
+    if codecarbon_data_dir() is None:
+        return None
+    entry = _energy_mix().get(iso3.strip().upper())
+    name = entry.get("country_name") if entry else None
+    return str(name) if name else None
+
+
 def co2_g(energy_j: float | None, intensity_g_per_kwh: float) -> float | None:
     """Grams of CO2eq for ``energy_j`` joules at ``intensity_g_per_kwh``; None if energy unknown."""
     if energy_j is None:

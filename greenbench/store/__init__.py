@@ -13,11 +13,13 @@ code, is refused without being touched.
 
 A run the file will not take in time (another process holds it) goes to a result shard beside
 it, ``<db>.shards/<run_id>.duckdb`` (``write_shard``), which `greenbench merge` or the launcher's
-next open folds in (``shards``). `greenbench run` reads every block of the file before anything
+next open folds in (``shards``); `greenbench import` brings another machine's database in the
+same way, run by run (``imports``). `greenbench run` reads every block of the file before anything
 trains, so a damaged file is refused, untouched, before minutes of training are spent on it.
 """
 
 from greenbench.store.connection import DatabaseLocked, read_frame, shard_dir
+from greenbench.store.imports import ImportReport, import_database
 from greenbench.store.queries import (
     EXPORT_FORMATS,
     check_integrity,
@@ -25,6 +27,7 @@ from greenbench.store.queries import (
     get_run,
     list_runs,
     power_samples,
+    run_totals,
     unfinished_runs,
 )
 from greenbench.store.shards import MergeReport, merge_pending, merge_shards, pending_shards
@@ -46,12 +49,14 @@ __all__ = [
     "RUN_STATUSES",
     "SCHEMA_VERSION",
     "DatabaseLocked",
+    "ImportReport",
     "MergeReport",
     "Store",
     "check_integrity",
     "config_key",
     "export",
     "get_run",
+    "import_database",
     "list_runs",
     "merge_pending",
     "merge_shards",
@@ -59,6 +64,7 @@ __all__ = [
     "pending_shards",
     "power_samples",
     "read_frame",
+    "run_totals",
     "shard_dir",
     "unfinished_runs",
     "write_shard",

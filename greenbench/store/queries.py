@@ -1,6 +1,7 @@
 """Read-only queries over the results database: listings, one run in full, power samples,
-unfinished runs, export and an integrity check. One run's results and the export read MFU
-against the machine's peak, the run's own beside it (`greenbench.store.views`)."""
+unfinished runs, each run's totals over its repeats, export and an integrity check. One run's
+results and the export read MFU against the machine's peak, the run's own beside it
+(`greenbench.store.views`)."""
 
 from __future__ import annotations
 
@@ -161,6 +162,39 @@ def power_samples(db_path: str | Path, run_id: str) -> pd.DataFrame:
 def unfinished_runs(db_path: str | Path) -> pd.DataFrame:
     """Runs still marked 'running' (their launcher is writing, or was killed), oldest first."""
     return read_frame(db_path, "SELECT * FROM runs WHERE status = 'running' ORDER BY started_at")
+
+
+#: what `run_totals` sums over a run's repeats
+TOTALLED = ("seconds", "energy_j", "energy_cpu_j", "energy_gpu_j", "energy_dram_j", "co2_g")
+
+
+def run_totals(db_path: str | Path) -> pd.DataFrame:
+    """One row per ok run, oldest first: what it is and where it ran (``run_id``, ``suite``,
+    ``workload``, ``config_key``, ``started_at``, ``finished_at``, ``region``, ``hardware``,
+    ``versions``, ``energy_source``, ``simulated``) and the sums of its repeats' `TOTALLED`
+    figures, each NULL where a repeat lacks it (a partial sum is no run's figure), or where the
+    database is older than the column. What CodeCarbon's export reads
+    (`greenbench.reporting.interchange`)."""
+
+    def query(con: duckdb.DuckDBPyConnection) -> pd.DataFrame:
+        runs, results = _columns(con, "runs"), _columns(con, "results")
+
+        def total(c: str) -> str:
+            if c not in results:
+                return f"NULL AS {c}"
+            return f"CASE WHEN count(re.{c}) = count(*) THEN sum(re.{c}) END AS {c}"
+
+        simulated = "ru.simulated" if "simulated" in runs else "NULL"
+        sql = (
+            "SELECT ru.run_id, ru.suite, ru.workload, ru.config_key, ru.started_at, "
+            "ru.finished_at, ru.region, ru.hardware, ru.versions, ru.energy_source, "
+            f"{simulated} AS simulated, {', '.join(total(c) for c in TOTALLED)} "
+            "FROM runs ru JOIN results re USING (run_id) WHERE ru.status = 'ok' "
+            "GROUP BY ALL ORDER BY ru.started_at, ru.run_id"
+        )
+        return con.execute(sql).df()
+
+    return _read(Path(db_path), query, timeout_s=8.0)
 
 
 EXPORT_FORMATS = ("csv", "json", "parquet")

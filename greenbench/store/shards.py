@@ -158,24 +158,14 @@ def _merge_one(store: writer.Store, shard: Path, timeout_s: float) -> list[str]:
             run_ids = [
                 r for (r,) in con.execute(f"SELECT run_id FROM {_ALIAS}.runs ORDER BY 1").fetchall()
             ]
-            ours = f"run_id IN (SELECT run_id FROM {_ALIAS}.runs)"
-            for table in tables:
-                (orphans,) = con.execute(
-                    f"SELECT count(*) FROM {_ALIAS}.{table} WHERE NOT {ours}"
-                ).fetchone()
-                if orphans:
-                    raise StoreError(
-                        f"{orphans} {table} row(s) belong to no run of the shard; nothing merged"
-                    )
-            conflicts = _conflicts(con)
+            check_orphans(con, tables, _ALIAS, "of the shard")
+            conflicts = [c for found in conflicts_by_run(con, _ALIAS).values() for c in found]
             if conflicts:
                 raise StoreError(
                     f"it conflicts with the database, nothing of it merged: {'; '.join(conflicts)}"
                     " (if the database is right, delete the shard)"
                 )
-            for table in tables:
-                con.execute(f"DELETE FROM {table} WHERE {ours}")
-                con.execute(f"INSERT INTO {table} BY NAME SELECT * FROM {_ALIAS}.{table}")
+            replace_runs(con, tables, _ALIAS)
             con.commit()
         except BaseException:
             con.rollback()
@@ -188,31 +178,70 @@ def _merge_one(store: writer.Store, shard: Path, timeout_s: float) -> list[str]:
     return run_ids
 
 
-def _conflicts(con: duckdb.DuckDBPyConnection) -> list[str]:
-    """What merging the attached shard would lose: a stored run it holds less finished (see
-    ``FINISHED``), or result rows (repeats) of a stored run it lacks; one phrase each."""
+def check_orphans(con: duckdb.DuckDBPyConnection, tables: list[str], alias: str, of: str) -> None:
+    """StoreError (nothing merged) when a table of the attached file ``alias`` holds rows of
+    no run in its ``runs``; ``of`` names the file in the message ("of the shard")."""
+    ours = f"run_id IN (SELECT run_id FROM {alias}.runs)"
+    for table in tables:
+        (orphans,) = con.execute(
+            f"SELECT count(*) FROM {alias}.{table} WHERE NOT {ours}"
+        ).fetchone()
+        if orphans:
+            raise StoreError(f"{orphans} {table} row(s) belong to no run {of}; nothing merged")
+
+
+def replace_runs(
+    con: duckdb.DuckDBPyConnection,
+    tables: list[str],
+    alias: str,
+    run_ids: Collection[str] | None = None,
+) -> None:
+    """Inside the caller's transaction: every row of the runs the attached file ``alias`` holds
+    (with ``run_ids``, of these alone) replaces the database's rows of those runs, table by
+    table, columns matched by name."""
+    if run_ids is None:
+        which, params = f"SELECT run_id FROM {alias}.runs", []
+    else:
+        params = sorted(run_ids)
+        if not params:
+            return
+        which = ", ".join("?" * len(params))
+    for table in tables:
+        con.execute(f"DELETE FROM {table} WHERE run_id IN ({which})", params)
+        con.execute(
+            f"INSERT INTO {table} BY NAME SELECT * FROM {alias}.{table} WHERE run_id IN ({which})",
+            params,
+        )
+
+
+def conflicts_by_run(
+    con: duckdb.DuckDBPyConnection, alias: str, what: str = "shard"
+) -> dict[str, list[str]]:
+    """What merging the attached file ``alias`` (called ``what`` in the phrases) would lose,
+    per run id: a stored run it holds less finished (see ``FINISHED``), or result rows
+    (repeats) of a stored run it lacks; one phrase each. Runs that lose nothing are absent."""
     stored = con.execute(
-        f"SELECT d.run_id, d.status, s.status FROM runs AS d JOIN {_ALIAS}.runs AS s "
+        f"SELECT d.run_id, d.status, s.status FROM runs AS d JOIN {alias}.runs AS s "
         "USING (run_id) ORDER BY 1"
     ).fetchall()
     lost = dict(
         con.execute(
             f"SELECT d.run_id, list(d.repeat ORDER BY d.repeat) FROM results AS d "
-            f"WHERE d.run_id IN (SELECT run_id FROM {_ALIAS}.runs) AND NOT EXISTS "
-            f"(SELECT 1 FROM {_ALIAS}.results AS s WHERE s.run_id = d.run_id "
+            f"WHERE d.run_id IN (SELECT run_id FROM {alias}.runs) AND NOT EXISTS "
+            f"(SELECT 1 FROM {alias}.results AS s WHERE s.run_id = d.run_id "
             "AND s.repeat = d.repeat) GROUP BY d.run_id"
         ).fetchall()
     )
-    found = []
+    found: dict[str, list[str]] = {}
     for run_id, ours, theirs in stored:
         if ours != theirs and FINISHED.get(theirs, -1) < FINISHED.get(ours, len(FINISHED)):
-            found.append(
-                f"run {run_id} is stored {ours}, the shard has it {theirs} (less finished)"
+            found.setdefault(run_id, []).append(
+                f"run {run_id} is stored {ours}, the {what} has it {theirs} (less finished)"
             )
         if run_id in lost:
             repeats = lost[run_id]
-            found.append(
-                f"the shard lacks {len(repeats)} result row(s) of run {run_id} that the "
+            found.setdefault(run_id, []).append(
+                f"the {what} lacks {len(repeats)} result row(s) of run {run_id} that the "
                 f"database holds (repeat(s) {', '.join(map(str, repeats))})"
             )
     return found
