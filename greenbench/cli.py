@@ -574,6 +574,14 @@ def status(db: Path | None, wait: bool, poll_s: float) -> None:
 @click.option(
     "--history", is_flag=True, help="judge the candidate against the baseline's last ≤ 64 results"
 )
+@click.option(
+    "--by",
+    type=click.Choice(["commit", "branch", "label", "date"]),
+    help="with --history: what one history result is, the runs of one commit, branch, label or "
+    "day (default: commit where every run has a git sha, else date)",
+)
+@click.option("--branch", help="with --history: only the history runs started on this git branch")
+@click.option("--label", help="with --history: only the history runs of this --label")
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 def compare(
     baseline: str,
@@ -585,6 +593,9 @@ def compare(
     allow_contended: bool,
     fmt: str,
     history: bool,
+    by: str | None,
+    branch: str | None,
+    label: str | None,
     db: Path | None,
 ) -> None:
     """Did the candidate regress against the baseline? Exit 0 ok, 3 regression, 4 inconclusive.
@@ -605,6 +616,9 @@ def compare(
             fmt,
             history,
             allow_contended=allow_contended,
+            by=by,
+            branch=branch,
+            label=label,
         )
     )
 

@@ -371,6 +371,7 @@ class RunRecord:
     kernels: Mapping[str, str] | None = None  # role → kernel
     carbon_intensity_g_per_kwh: float | None = None
     git_sha: str | None = None
+    git_branch: str | None = None  # None: outside a checkout, or a detached HEAD outside CI
     host: str | None = None
     hardware: str | None = None  # JSON
     versions: str | None = None  # JSON

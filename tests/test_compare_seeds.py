@@ -136,7 +136,8 @@ def test_runs_that_all_missed_are_not_compared() -> None:
 
 def test_history_over_seeds_takes_each_run_s_median() -> None:
     history = runs([[1.0 + s / 100] * 3 for s in range(5)], prefix="h")
-    new = runs([[1.3] * 3], first_seed=9, prefix="n")
+    history["git_sha"] = "sha-" + history["run_id"]  # each run a commit of its own
+    new = runs([[1.3] * 3], first_seed=9, prefix="n", git_sha="sha-new")
     (row,) = compare_history(history, new).rows
     assert row.n_baseline == 5 and row.status == "regression"
     assert row.seeds == 6 and "over 6 seeds" in row.note

@@ -443,6 +443,84 @@ def test_runs_stored_before_useful_tokens_open_with_them_known_only_where_nothin
     assert int(versions.v.iloc[0]) == store_mod.SCHEMA_VERSION >= useful
 
 
+def test_runs_stored_before_git_branches_open_with_the_branch_unknown(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The git-branch migration: a database from before it is read (list, export) as it is,
+    then opens for writing and migrates; its runs keep an unknown branch, a new run stores its
+    own, and `list runs`, `show` and the export carry it."""
+    from click.testing import CliRunner
+
+    from greenbench.cli import main
+
+    branch = version_of("git_branch")
+    db = tmp_path / "old.duckdb"
+    with monkeypatch.context() as patch:
+        patch.setattr(store_mod, "SCHEMA_VERSION", branch - 1)  # this file stops before it
+        store = Store(db)
+        store.begin_run(run_row("aaaaaaaaaaaa"))
+        store.finish_run("aaaaaaaaaaaa", make_outcome())
+        with pytest.raises(StoreError, match=r"unknown runs column.*git_branch"):
+            store.begin_run(run_row("bbbbbbbbbbbb", git_branch="feature/x"))
+    assert "git_branch" not in set(read_frame(db, "DESCRIBE runs")["column_name"])
+    listed = CliRunner().invoke(main, ["list", "runs", "--db", str(db)])  # readers never migrate
+    assert listed.exit_code == 0, listed.output
+    assert "branch" in listed.output and "aaaaaaaaaaaa" in listed.output
+
+    store = Store(db)  # migrates
+    assert get_run(db, "aaaaaaaaaaaa")["git_branch"] is None
+    store.begin_run(run_row("bbbbbbbbbbbb", git_branch="feature/x"))
+    store.finish_run("bbbbbbbbbbbb", make_outcome())
+    runs = list_runs(db).set_index("run_id")
+    assert runs.loc["bbbbbbbbbbbb", "git_branch"] == "feature/x"
+    assert pd.isna(runs.loc["aaaaaaaaaaaa", "git_branch"])
+    listed = CliRunner().invoke(main, ["list", "runs", "--db", str(db)])
+    line = next(x for x in listed.output.splitlines() if "bbbbbbbbbbbb" in x)
+    assert "feature/x" in line and "main" in line  # its branch, and its label
+    shown = CliRunner().invoke(main, ["show", "bbbbbbbbbbbb", "--db", str(db)])
+    assert "git=abc123 branch=feature/x" in " ".join(shown.output.split())
+    (path,) = export(db, "csv", tmp_path / "runs.csv")
+    exported = pd.read_csv(path).drop_duplicates("run_id").set_index("run_id")
+    assert exported.loc["bbbbbbbbbbbb", "git_branch"] == "feature/x"
+    assert pd.isna(exported.loc["aaaaaaaaaaaa", "git_branch"])
+    versions = read_frame(db, "SELECT max(version) AS v FROM schema_version")
+    assert int(versions.v.iloc[0]) == store_mod.SCHEMA_VERSION >= branch
+
+
+def test_two_migrations_of_one_number_are_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Two files numbered alike would leave one of them never applied: refused at load."""
+    from importlib import resources
+
+    folder = tmp_path / "migrations"
+    folder.mkdir()
+    for name in ("0002_one.sql", "0002_two.sql", "__init__.py"):
+        (folder / name).write_text("SELECT 1;")
+
+    class Files:  # `importlib.resources.files`, pointing the store's package at this folder
+        def joinpath(self, name: str) -> Path:
+            return folder
+
+    monkeypatch.setattr(resources, "files", lambda package: Files())
+    with pytest.raises(StoreError, match="two schema migrations numbered 0002"):
+        store_mod._load_migrations()
+
+
+def test_a_reserved_migration_number_is_a_step_that_changes_nothing() -> None:
+    """A number held for a migration not here yet keeps the versions after it in order."""
+    from greenbench.store.migrations import RESERVED
+
+    files = {int(p.name[:4]) for p in MIGRATIONS_DIR.iterdir() if p.name[:4].isdigit()}
+    assert sorted(files | RESERVED) == list(range(2, store_mod.SCHEMA_VERSION + 1))
+    for number in RESERVED - files:
+        step = store_mod.MIGRATIONS[number - 1]
+        con = duckdb.connect()
+        before = con.execute("SELECT count(*) FROM duckdb_tables()").fetchone()
+        step(con)  # type: ignore[operator]
+        assert con.execute("SELECT count(*) FROM duckdb_tables()").fetchone() == before
+
+
 def test_writes_do_not_hold_the_file(tmp_path: Path) -> None:
     db = tmp_path / "g.duckdb"
     store = Store(db)

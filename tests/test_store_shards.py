@@ -224,7 +224,22 @@ def test_a_shard_of_an_older_schema_is_migrated_then_merged(tmp_path: Path) -> N
     assert [ids for _, ids in report.merged] == [["aaaaaaaaaaaa"]] and report.left == []
     run = get_run(db, "aaaaaaaaaaaa")
     assert run["status"] == "ok" and run["dp_replicate"] == 1  # columns of later versions
+    assert run["git_branch"] is None  # stored before branches were kept: unknown
     assert not old.exists()
+
+
+def test_a_run_s_git_branch_goes_through_its_shard(tmp_path: Path) -> None:
+    db = tmp_path / "g.duckdb"
+    store = Store(db, lock_timeout_s=0.2, write_wait_s=0.2)
+    store.begin_run(run_row("aaaaaaaaaaaa", git_sha="abc123", git_branch="feature/x"))
+    with reader_holding(db):
+        assert store.finish_run("aaaaaaaaaaaa", make_outcome()) is not None
+    write_shard(db, {**run_row("bbbbbbbbbbbb", git_branch="main"), "status": "running"},
+                outcome=make_outcome())  # fmt: skip
+    assert sorted(ids[0] for _, ids in merge_shards(db).merged) == ["aaaaaaaaaaaa", "bbbbbbbbbbbb"]
+    first, second = get_run(db, "aaaaaaaaaaaa"), get_run(db, "bbbbbbbbbbbb")
+    assert (first["status"], first["git_sha"], first["git_branch"]) == ("ok", "abc123", "feature/x")
+    assert (second["status"], second["git_branch"]) == ("ok", "main")
 
 
 def test_newer_damaged_and_inconsistent_shards_are_reported_and_left(tmp_path: Path) -> None:

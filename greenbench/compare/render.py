@@ -25,6 +25,7 @@ from rich.table import Table
 from rich.text import Text
 
 from greenbench.compare.verdict import Row, Verdict
+from greenbench.reporting.axes import POINT_NAMES, points_phrase
 from greenbench.vocabulary.trust import CONTENDED
 
 _STYLE = {"+": "bold red", "-": "green", "~": "dim", "?": "yellow"}
@@ -43,12 +44,15 @@ _HEADERS = (
 )
 
 
-def cells(row: Row, mode: str = "samples") -> list[str]:
-    """One row's cells, in ``_HEADERS`` order (the Markdown and terminal tables share them)."""
+def cells(row: Row, mode: str = "samples", history_by: str | None = None) -> list[str]:
+    """One row's cells, in ``_HEADERS`` order (the Markdown and terminal tables share them);
+    in history mode the baseline counts the points of the history's axis ("12 commits")."""
     arrow = "↓" if row.lower_is_better else "↑"
     flag = "!" if row.unstable else ""
     verdict = row.status + (f": {row.note}" if row.note else "")
-    base_label = f"{row.n_baseline} runs" if mode == "history" else str(row.n_baseline)
+    base_label = str(row.n_baseline)
+    if mode == "history":
+        base_label = points_phrase(row.n_baseline, history_by or "commit")
     return [
         row.symbol + flag,
         row.workload,
@@ -80,17 +84,26 @@ def shown_p(row: Row) -> float:
 
 
 def rule_line(verdict: Verdict) -> str:
+    """The rule as applied: δ, the test, α and how many p-values Holm corrected over (said
+    only where there was one: with none, "no comparisons" or nothing)."""
     k = sum(not math.isnan(r.p_worse) for r in verdict.rows)
     deltas = sorted({r.delta for r in verdict.rows})
-    delta = "/".join(f"{d:.0%}" for d in deltas) or "n/a"
+    delta = "/".join(f"{d:.0%}" for d in deltas) or "δ"
     test = (
         "one-sided t prediction interval on log history"
         if verdict.mode == "history"
         else "one-sided exact Mann–Whitney U"
     )
+    holm = f" (Holm over {k})" if k else ""
+    axis = (
+        f"; one history result per {POINT_NAMES.get(verdict.history_by or '', 'run')}"
+        if verdict.mode == "history"
+        else ""
+    )
+    nothing = "; no comparisons" if not verdict.rows else ""
     return (
-        f"rule: regression = median change beyond ±{delta} AND {test} p < α={verdict.alpha:g} "
-        f"(Holm over {k}); unstable = CV > {verdict.cv_cap:.0%}"
+        f"rule: regression = median change beyond ±{delta} AND {test} p < α={verdict.alpha:g}"
+        f"{holm}; unstable = CV > {verdict.cv_cap:.0%}{axis}{nothing}"
     )
 
 
@@ -101,7 +114,7 @@ def render_table(verdict: Verdict, out: TextIO) -> None:
     title.append(verdict.candidate_ref or "candidate")
     table = Table(*_HEADERS, title=title, box=box.SIMPLE_HEAD)
     for row in verdict.rows:
-        c = cells(row, verdict.mode)
+        c = cells(row, verdict.mode, verdict.history_by)
         table.add_row(*(Text(x) for x in c), style=_STYLE[row.symbol])
     console.print(table)
     for m in verdict.mismatches:
@@ -121,13 +134,15 @@ def render_markdown(verdict: Verdict) -> str:
         "",
         f"baseline {_code(verdict.baseline_ref or '?')} → "
         f"candidate {_code(verdict.candidate_ref or '?')}"
-        + (" (history mode)" if verdict.mode == "history" else ""),
+        + (f" (history mode, {_history_axis(verdict)})" if verdict.mode == "history" else ""),
         "",
         "| " + " | ".join(h or "·" for h in _HEADERS) + " |",
         "|" + "---|" * len(_HEADERS),
     ]
     for row in verdict.rows:
-        lines.append("| " + " | ".join(_md(c) for c in cells(row, verdict.mode)) + " |")
+        lines.append(
+            "| " + " | ".join(_md(c) for c in cells(row, verdict.mode, verdict.history_by)) + " |"
+        )
     if not verdict.rows:
         lines.append("| " + " | ".join(["", "*nothing compared*"] + [""] * 9) + " |")
     if verdict.mismatches:
@@ -165,6 +180,11 @@ def emit(verdict: Verdict, fmt: str, out: TextIO) -> None:
                 fh.write(text + "\n")
     else:
         render_table(verdict, out)
+
+
+def _history_axis(verdict: Verdict) -> str:
+    """ "by commit", "by day" …: what one history result is."""
+    return f"by {POINT_NAMES.get(verdict.history_by or '', 'run')}"
 
 
 def _num(v: float) -> str:

@@ -30,7 +30,8 @@ comparison hold one seed between them, the samples are the repeats; where they h
 configuration's, and the row says so. A figure to a target loss (``energy_to_target_j`` …) is
 judged by the same rule; a repeat that did not reach the target counts as worse than every one
 that did. History mode judges a new result against the last ≤ 64 results of the same seed group
-with a one-sided Student-t prediction interval on log values.
+with a one-sided Student-t prediction interval on log values, a result being one point of the
+history's axis (a commit, a branch, a label or a day: `greenbench.reporting.axes`).
 
 This module is pure (DataFrames in, a Verdict out); ``shell.compare_cli`` is the thin layer the
 CLI calls, ``render`` prints verdicts, ``greenbench.reporting.refs`` resolves REFs into DataFrames.
@@ -62,8 +63,9 @@ from greenbench.compare.verdict import (
     resolve_metric,
 )
 from greenbench.errors import SpecError
+from greenbench.reporting import axes
 from greenbench.reporting.refs import KEY_COLUMNS
-from greenbench.reporting.seeds import n_seeds, samples, seeds_note, with_seed_group
+from greenbench.reporting.seeds import censored, n_seeds, samples, seeds_note, with_seed_group
 from greenbench.vocabulary import POOLED_OVER_SEEDS, is_simulated
 from greenbench.vocabulary.trust import flagged, missing
 
@@ -130,16 +132,24 @@ def compare_history(
     strict: bool = False,
     window: int = HISTORY_WINDOW,
     allow_contended: bool = False,
+    by: str | None = None,
 ) -> Verdict:
-    """Judge a new result against the last ≤ ``window`` results of each configuration.
+    """Judge a new result against the last ≤ ``window`` history results of each configuration.
 
-    A history "result" is one run: the median of its repeats. The candidate's value is the
-    median of its repeats; its p-value comes from the one-sided Student-t prediction interval of
-    the log history (``stats.log_t_prediction``), Holm-corrected across rows. Contended history
-    runs are left out (the row says how many) and a contended new result is inconclusive, unless
-    ``allow_contended``.
+    ``by`` is the history's axis (`greenbench.reporting.axes`: ``commit``, ``branch``,
+    ``label`` or ``date``; None: commit where every run of both sides has a git sha, else
+    date). A history "result" is one point of it: the median of its runs' medians (each run the
+    median of its repeats); runs without a value on the axis (no sha, no branch) are left out
+    and the row says how many. The candidate's own runs are never history (the caller leaves
+    them out), but other runs of its commit (or day, branch, label) are. The candidate's value
+    is the median of its repeats; its p-value comes from the one-sided Student-t prediction
+    interval of the log history (``stats.log_t_prediction``), Holm-corrected across rows.
+    Contended history runs are left out (the row says how many) and a contended new result is
+    inconclusive, unless ``allow_contended``.
     """
     chosen = [resolve_metric(m) for m in metrics]
+    by = axes.default_axis(pd.concat([history, candidate])) if by is None else by
+    axes.check_axis(by)
     hist_groups, cand_groups = _groups(history), _groups(candidate)
     pending: list[dict[str, Any]] = []
     mismatches: list[Mismatch] = []
@@ -149,16 +159,19 @@ def compare_history(
         if h is None:
             mismatches.append(Mismatch("candidate only", *_describe(c), "no history"))
             continue
-        left_out = 0
+        left_out: list[str] = []
         if not allow_contended:
             busy = _contended_mask(h)
-            left_out = h.loc[busy, "run_id"].nunique()
+            left_out.append(_runs_phrase(h[busy], "contended"))
             h = h[~busy]
-        order = h.groupby("run_id")["started_at"].min().sort_values()
-        recent = h[h["run_id"].isin(order.index[-window:])]
+        points = axes.axis_values(h, by)
+        left_out.append(_runs_phrase(h[points.isna()], after=f"without a {_AXIS_VALUE[by]}"))
+        h, points = h[points.notna()], points[points.notna()]
+        order = h.groupby(points)["started_at"].min().sort_values()
+        recent = h[points.isin(order.index[-window:])]
         seeds = n_seeds(pd.concat([recent, c]))
         for metric in chosen:
-            xh = _values(recent, metric, True)  # a history result is one run: its median
+            xh = _point_values(recent, points[recent.index], metric)
             xc = _values(c, metric, n_seeds(c) > 1)
             p_w = p_b = math.nan
             finite = np.all(np.isfinite(xh)) and len(xc) and np.isfinite(np.median(xc))
@@ -170,17 +183,16 @@ def compare_history(
                     p_w, p_b = p_b, p_w
             fields = _row_fields(c, metric, delta, xh, xc, p_w, p_b, 0.0, seeds)
             if len(xh) < HISTORY_MIN:
-                fields["note"] = f"need ≥ {HISTORY_MIN} history results, have {len(xh)}"
+                fields["note"] = (
+                    f"need ≥ {HISTORY_MIN} history results "
+                    f"({axes.points_phrase(HISTORY_MIN, by)}), have {len(xh)}"
+                )
             elif ok and not finite:
                 fields["note"] = (
                     "a run did not reach its target: the history's prediction interval cannot "
                     "hold it (compare the runs' repeats instead)"
                 )
-            if left_out:
-                runs = "run" if left_out == 1 else "runs"
-                fields["note"] = "; ".join(
-                    filter(None, [fields["note"], f"{left_out} contended history {runs} left out"])
-                )
+            fields["note"] = _joined(fields["note"], *left_out)
             pending.append(fields | _contention(h.iloc[0:0], c))
     rows = _decide(pending, alpha, cv_cap, floor_from_min_p=False, allow_contended=allow_contended)
     return Verdict(
@@ -190,7 +202,38 @@ def compare_history(
         cv_cap=cv_cap,
         strict=strict,
         mode="history",
+        history_by=by,
     )
+
+
+#: what a run lacks to be on a point of each history axis, in words
+_AXIS_VALUE = {"commit": "git sha", "branch": "git branch", "label": "label", "date": "date"}
+
+
+def _runs_phrase(rows: pd.DataFrame, before: str = "", after: str = "") -> str:
+    """What was left out of a history, in words ("3 contended history runs left out", "2
+    history runs without a git sha left out"); "" where ``rows`` hold no run."""
+    n = rows["run_id"].nunique() if "run_id" in rows else len(rows)
+    if not n:
+        return ""
+    words = [str(n), before, "history", "run" if n == 1 else "runs", after, "left out"]
+    return " ".join(w for w in words if w)
+
+
+def _point_values(rows: pd.DataFrame, points: pd.Series, metric: Metric) -> np.ndarray:
+    """One history result per point: the median of its runs' medians (each run the median of
+    its repeats; a repeat that did not reach its target counts as +inf, `seeds.censored`)."""
+    if rows.empty:
+        return np.array([], dtype=float)
+    if metric.column not in rows.columns:
+        raise SpecError(f"results have no column {metric.column!r}")
+    values = censored(rows, metric.column, metric.to_target)
+    runs = rows["run_id"] if "run_id" in rows else pd.Series(range(len(rows)), index=rows.index)
+    per_run = values.groupby(runs, sort=False).median()
+    run_point = points.groupby(runs, sort=False).first()
+    per_point = per_run.groupby(run_point[per_run.index], sort=False).median()
+    xs = per_point.to_numpy(dtype=float, na_value=np.nan)
+    return xs[~np.isnan(xs)]
 
 
 def _row_fields(

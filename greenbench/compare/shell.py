@@ -27,6 +27,7 @@ from greenbench.compare.verdict import (
     resolve_metric,
 )
 from greenbench.errors import GreenbenchError, SpecError
+from greenbench.reporting.axes import check_axis, narrowed, series_values
 from greenbench.reporting.refs import latest_sha_per_config, load_ref, newest_run_per_config
 
 FORMATS = {"table": "table", "terminal": "table", "text": "table", "markdown": "markdown"}
@@ -48,6 +49,9 @@ def compare_cli(
     window: int = HISTORY_WINDOW,
     out: TextIO | None = None,
     allow_contended: bool = False,
+    by: str | None = None,
+    branch: str | None = None,
+    label: str | None = None,
 ) -> int:
     """Run one comparison and print it; returns the exit code.
 
@@ -56,8 +60,13 @@ def compare_cli(
     fsdp-vs-odc:joules_per_token=8%"`` (keys: metric, workload, or workload:metric).
     ``history``: judge the newest run of each configuration ``candidate`` names against the
     last ``window`` other runs of that configuration under ``baseline`` (usually the branch
-    label, e.g. ``main``; it may name the candidate too). ``allow_contended``: judge runs that
-    shared the machine instead of calling their comparisons inconclusive.
+    label, e.g. ``main``; it may name the candidate too). ``by``: what one history result is
+    (``commit``, ``branch``, ``label`` or ``date``; default commit where every run has a git
+    sha, else date: `greenbench.reporting.axes`); ``branch``, ``label``: keep only the history
+    runs of that git branch, that label. A history that spans several labels is refused unless
+    ``label`` picks one or ``by`` is ``label``: runs under different labels are different series,
+    never one history. ``allow_contended``: judge runs that shared the machine instead of
+    calling their comparisons inconclusive.
     """
     out = out or sys.stdout
     try:
@@ -73,6 +82,10 @@ def compare_cli(
         if not baseline:
             what = "the branch label whose results form the history" if history else "a REF"
             raise SpecError(f"give --baseline: {what}")
+        if not history and (by or branch is not None or label is not None):
+            raise SpecError("--by, --branch and --label go with --history")
+        if by is not None:
+            check_axis(by)
         cand = load_ref(db_path, candidate)
         base = load_ref(db_path, baseline)
         base_kind, cand_kind = base.attrs.get("ref_kind"), cand.attrs.get("ref_kind")
@@ -84,12 +97,14 @@ def compare_cli(
         base = base[~base["run_id"].isin(set(cand["run_id"]))]
         if base.empty:
             raise SpecError(f"baseline {baseline!r} names only the candidate's own runs")
+        if history:
+            base = _history_runs(base, baseline, by, branch, label)
         kwargs = dict(
             metrics=names, delta=delta, alpha=alpha, cv_cap=cv_cap, strict=strict,
             allow_contended=allow_contended,
         )  # fmt: skip
         if history:
-            verdict = compare_history(base, cand, window=window, **kwargs)
+            verdict = compare_history(base, cand, window=window, by=by, **kwargs)
         else:
             if base_kind == "label":
                 base = _newest(base, baseline, notes)
@@ -147,6 +162,30 @@ def _fraction(text: str) -> float:
     if not 0.0 <= value < 1.0:
         raise SpecError(f"threshold {text!r} is outside [0%, 100%): write 5% or 0.05")
     return value
+
+
+def _history_runs(
+    base: pd.DataFrame, ref: str, by: str | None, branch: str | None, label: str | None
+) -> pd.DataFrame:
+    """The history: the baseline's runs on ``branch`` under ``label`` (None: any), refused
+    where nothing is left or where it spans several labels and ``by`` is not ``label``."""
+    kept = narrowed(base, branch, label)
+    if kept.empty:
+        where = " and ".join(
+            f"{what} {value!r}" for what, value in (("branch", branch), ("label", label)) if value
+        )
+        raise SpecError(
+            f"baseline {ref!r} holds no run on {where} besides the candidate's: "
+            "see `greenbench list runs`"
+        )
+    labels = sorted(set(series_values(kept)))
+    if by != "label" and len(labels) > 1:
+        shown = ", ".join(repr(x) for x in labels[:6]) + (", …" if len(labels) > 6 else "")
+        raise SpecError(
+            f"baseline {ref!r} spans {len(labels)} labels ({shown}), which are separate series: "
+            "pick one with --label L, or make each label one history result with --by label"
+        )
+    return kept
 
 
 def _newest(df: pd.DataFrame, ref: str, notes: list[str]) -> pd.DataFrame:

@@ -45,7 +45,7 @@ class Row:
     nproc: int
     metric: str
     lower_is_better: bool
-    n_baseline: int  # repeats (history mode: history results)
+    n_baseline: int  # repeats (history mode: history results, points of its axis)
     n_candidate: int
     baseline_median: float
     candidate_median: float
@@ -98,6 +98,7 @@ class Verdict:
     cv_cap: float
     strict: bool
     mode: str = "samples"  # "samples" | "history"
+    history_by: str | None = None  # history mode: what one history result is (its axis)
     baseline_ref: str = ""
     candidate_ref: str = ""
     notes: tuple[str, ...] = field(default_factory=tuple)
@@ -153,6 +154,7 @@ class Verdict:
             rows.append(d)
         return {
             "mode": self.mode,
+            "history_by": self.history_by,
             "baseline": self.baseline_ref,
             "candidate": self.candidate_ref,
             "alpha": self.alpha,

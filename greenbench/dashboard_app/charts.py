@@ -208,13 +208,22 @@ def power_chart(samples: pd.DataFrame, measured: bool) -> alt.Chart:
     )
 
 
-def history_chart(hist: pd.DataFrame, metric: str) -> alt.LayerChart:
-    """One metric per git sha (in first-run order) with interval error bars."""
+def history_chart(
+    hist: pd.DataFrame, metric: str, title: str = "git sha (order of first run)"
+) -> alt.LayerChart:
+    """One metric per history point (``shown``, else ``git_sha``; in first-run order), one line
+    per series (the label, with its energy where a history holds several), with interval error
+    bars (`greenbench.reporting.leaderboard.history`'s rows)."""
     has_est = bool((hist["energy_kind"] == "≈ estimate").any())
-    order = list(dict.fromkeys(hist["git_sha"]))
-    base = alt.Chart(hist).encode(
-        x=alt.X("git_sha:N", sort=order, title="git sha (order of first run)"),
-        color=alt.Color("energy:N", title="energy"),
+    data = hist.assign(shown=hist["shown"] if "shown" in hist else hist["git_sha"])
+    series = data["series"] if "series" in data else pd.Series("", index=data.index)
+    if data["energy"].nunique() > 1:
+        series = series.astype(str) + " · " + data["energy"].astype(str)
+    data = data.assign(series=series.astype(str))
+    order = list(dict.fromkeys(data["shown"]))
+    base = alt.Chart(data).encode(
+        x=alt.X("shown:N", sort=order, title=title),
+        color=alt.Color("series:N", title="label"),
     )
     line = base.mark_line(point=alt.OverlayMarkDef(filled=True, size=70)).encode(
         y=alt.Y(
@@ -223,11 +232,12 @@ def history_chart(hist: pd.DataFrame, metric: str) -> alt.LayerChart:
             scale=alt.Scale(zero=False),
         ),
         tooltip=[
-            "git_sha:N",
+            alt.Tooltip("shown:N", title=title.split(" (")[0]),
+            alt.Tooltip("series:N", title="label"),
             "energy:N",
             alt.Tooltip(f"{metric}:Q", format=".4~g"),
             "n_repeats:Q",
-            *(["interval:N", "trust:N"] if "trust" in hist else []),
+            *(["interval:N", "trust:N"] if "trust" in data else []),
         ],
     )
     bars = base.mark_rule().encode(y=f"{metric}_ci_low:Q", y2=f"{metric}_ci_high:Q")

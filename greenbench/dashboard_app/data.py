@@ -20,6 +20,7 @@ import streamlit as st
 
 from greenbench.errors import StoreError
 from greenbench.reporting.leaderboard import (
+    HISTORY_COLUMNS,
     LATER_METRICS,
     POOL_COLUMNS,
     REPEAT_COLUMNS,
@@ -93,12 +94,13 @@ def status(db_path: Path) -> DbStatus:
 
 def repeats(db_path: Path) -> pd.DataFrame:
     """One row per repeat of every successful run: `leaderboard.REPEAT_COLUMNS`, and the later
-    metrics, the seed group the leaderboard pools seeds by and the trust model's columns
-    (`leaderboard.LATER_METRICS`, `POOL_COLUMNS`, `TRUST_COLUMNS`) where the database has them
+    metrics, the seed group the leaderboard pools seeds by, the label and git branch history is
+    drawn by and the trust model's columns (`leaderboard.LATER_METRICS`, `POOL_COLUMNS`,
+    `HISTORY_COLUMNS`, `TRUST_COLUMNS`) where the database has them
     (an older one, opened read-only and never migrated here, lacks some: they read as unknown,
     and each configuration is a seed group of its own)."""
     known = columns_of(_query(str(db_path), views.STORED_COLUMNS))
-    later = (*LATER_METRICS, *POOL_COLUMNS, *TRUST_COLUMNS)
+    later = (*LATER_METRICS, *POOL_COLUMNS, *HISTORY_COLUMNS, *TRUST_COLUMNS)
     columns = [*REPEAT_COLUMNS, *(c for c in later if c in known)]
     return _query(str(db_path), views.ok_repeats_sql(columns))
 

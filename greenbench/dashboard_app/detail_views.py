@@ -1,5 +1,5 @@
 """One configuration in depth: its runs, environment, how far to trust them, repeats, ranks,
-power; and its history.
+power; and its history, per commit, branch, label or day.
 
 A run's trust (`greenbench.vocabulary.trust`) is spelled out above its figures: contended (how
 busy the machine was, in counts), an unreliable idle baseline (net energy unknown, with why),
@@ -17,6 +17,7 @@ import pandas as pd
 import streamlit as st
 
 from greenbench.dashboard_app import apart_views, charts, data, marking
+from greenbench.reporting import axes
 from greenbench.reporting.leaderboard import history
 from greenbench.vocabulary import trust
 
@@ -31,6 +32,14 @@ REPEAT_ENERGY = (
     "wait_energy_j",
     "co2_g",
 )
+
+ANY = "(any)"
+#: each axis's point, as the view names it
+POINT_WORDS = {"commit": "git sha", "branch": "branch", "label": "label", "date": "day"}
+#: each axis's choice, as the radio shows it
+AXIS_WORDS = {"commit": "commit", "branch": "branch", "label": "label", "date": "day"}
+#: what a run needs to be on a point of an axis, in words
+NEEDS = {"commit": "a git sha", "branch": "a git branch"}
 
 
 def config_label(row: pd.Series) -> str:
@@ -341,13 +350,25 @@ def run_detail_tab(db: Path, board: pd.DataFrame, apart: pd.DataFrame | None = N
     config_detail(db, rows[row_id], key="detail")
 
 
+def _options(rows: pd.DataFrame, column: str) -> list[str]:
+    values = rows[column] if column in rows else pd.Series(dtype=object)
+    return [ANY, *sorted({str(v) for v in values.dropna() if str(v)})]
+
+
 def history_tab(
     repeats: pd.DataFrame, board: pd.DataFrame, apart: pd.DataFrame | None = None
 ) -> None:
-    st.subheader("History across commits")
+    """One configuration over time: the user picks the axis (what one point pools: the runs
+    of one commit, branch, label or day; `greenbench.reporting.axes`) and, optionally, one git
+    branch and one label. Each label is a series of its own, so runs under different labels
+    are never one point. The default axis is the commit where every run of the configuration
+    has a git sha, else the day: runs started outside a checkout are never pooled into one
+    "unknown" commit. Runs without a value on the chosen axis are counted under the charts."""
+    st.subheader("History of one configuration")
     st.caption(
-        "Joules per token and tokens/s of one configuration per git sha, ordered by the "
-        "first run of each sha: the series CI regression tracking watches."
+        "Joules per token and tokens/s of one configuration per commit, branch, label or day, "
+        "ordered by the first run of each point; each label is a series of its own: the series "
+        "CI regression tracking watches."
     )
     rows = _choices(board, apart)
     if not rows:
@@ -360,26 +381,65 @@ def history_tab(
         format_func=lambda r: config_label(rows[r]),
     )
     row = rows[row_id]
-    hist = history(repeats, str(row["config_key"]), str(row["energy_source"]))
+    key, source = str(row["config_key"]), str(row["energy_source"])
+    own = repeats[(repeats["config_key"] == key) & (repeats["energy_source"] == source)]
+    left, middle, right = st.columns(3)
+    by = left.radio(
+        "One point per",
+        list(axes.AXES),
+        index=axes.AXES.index(axes.default_axis(own)),
+        format_func=AXIS_WORDS.get,
+        horizontal=True,
+        key="history_by",
+        help="Commit: the runs of one git sha. Branch: of one git branch. Label: of one "
+        "--label. Day: started on one day (UTC). The default is the commit where every run "
+        "has a git sha, else the day.",
+    )
+    branch = middle.selectbox("Git branch", _options(own, "git_branch"), key="history_branch")
+    label = right.selectbox("Label", _options(own, "label"), key="history_label")
+    hist = history(
+        repeats,
+        key,
+        source,
+        by=by,
+        branch=None if branch == ANY else branch,
+        label=None if label == ANY else label,
+    )
+    left_out = int(hist.attrs.get("left_out", 0))
     if hist.empty:
-        st.info("No repeats of this configuration pass the filters.")
+        st.info(
+            "No repeats of this configuration pass the filters"
+            + (f" ({left_out} runs have no value on this axis)." if left_out else ".")
+        )
         return
     hist["energy"] = [
         marking.energy_label(s, m)
         for s, m in zip(hist["energy_source"], hist["energy_measured"], strict=True)
     ]
     hist["energy_kind"] = marking.kind_names(hist)
+    hist["shown"] = hist["point"].map(_sha) if by == "commit" else hist["point"]
     tag = apart_views.kind_tag(row)
     if tag in ("simulated", "emulated"):
         st.warning(apart_views.SIMULATED_WARNING)
-    if len(hist) == 1:
-        st.info("Only one git sha so far: history needs runs from at least two commits.")
+    word = POINT_WORDS[by]
+    if hist["point"].nunique() == 1:
+        st.info(f"Only one {word} so far: history needs runs from at least two.")
     left, right = st.columns(2)
-    left.altair_chart(charts.history_chart(hist, "joules_per_token"), width="stretch")
-    right.altair_chart(charts.history_chart(hist, "tokens_per_s"), width="stretch")
+    title = f"{word} (order of first run)"
+    left.altair_chart(charts.history_chart(hist, "joules_per_token", title), width="stretch")
+    right.altair_chart(charts.history_chart(hist, "tokens_per_s", title), width="stretch")
+    if left_out:
+        runs = "run has" if left_out == 1 else "runs have"
+        st.caption(f"{left_out} {runs} no {NEEDS.get(by, 'value')}: on no point of this axis.")
+    described = {  # the point's own column first; the others where they say more
+        "label": hist["series"],
+        "git sha": hist["git_sha"].map(lambda s: s if s == "mixed" else _sha(s)),
+        "branch": hist["git_branch"].map(marking.text_cell),
+    }
     table = pd.DataFrame(
         {
-            "git sha": hist["git_sha"].map(_sha),
+            word: hist["shown"],
+            **{name: column for name, column in described.items() if name != word},
             "J/token": hist["joules_per_token"],
             "J/token net": hist["net_joules_per_token"],
             "tokens/s": hist["tokens_per_s"],
@@ -390,10 +450,12 @@ def history_tab(
             "first run": hist["first_started_at"].map(marking.text_cell),
             "energy": hist["energy"],
         }
-    ).reset_index(drop=True)
+    )
     st.caption(marking.interval_note(hist["n_repeats"]) + " " + marking.TRUST_NOTE)
     st.dataframe(
-        marking.style_marked(table, _not_estimated(hist), ("J/token", "J/token net", "energy")),
+        marking.style_marked(
+            table.reset_index(drop=True), _not_estimated(hist), ("J/token", "J/token net", "energy")
+        ),
         hide_index=True,
         placeholder=marking.MISSING,
     )

@@ -26,7 +26,7 @@ class Filters:
     models: tuple[str, ...] = ()
     measured_only: bool = False
     hide_contended: bool = False  # leave out the repeats of runs that shared the machine
-    scope: str = "latest"  # "latest": the newest git sha per configuration; "all": pool all
+    scope: str = "latest"  # "latest": the newest version (git sha and label); "all": pool all
 
 
 def model_label(rows: pd.DataFrame) -> pd.Series:
@@ -84,8 +84,10 @@ def sidebar(rows: pd.DataFrame) -> Filters:
         scope=st.sidebar.radio(
             "Repeats pooled per configuration",
             ["latest", "all"],
-            format_func={"latest": "newest git sha only", "all": "every stored run"}.get,
+            format_func={"latest": "newest version only", "all": "every stored run"}.get,
             key="f_scope",
+            help="Newest version: the runs of the git sha and label of each configuration's "
+            "most recent run (runs under another label, or of another commit, are in History).",
         ),
     )
     return filters

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from greenbench.hardware import git
 from greenbench.hardware.machine import cpu_model, memory_bytes
 
 
@@ -58,8 +59,9 @@ def _git(*args: str) -> str | None:
 def fingerprint() -> dict[str, Any]:
     """This machine and software, stored with every run so results can be re-analysed.
 
-    Keys match ``runs`` columns: ``host``, ``git_sha`` (of the repository in the current
-    directory, None outside one), ``hardware`` (os, cpu_model, logical_cores, memory_bytes,
+    Keys match ``runs`` columns: ``host``, ``git_sha`` and ``git_branch`` (of the repository in
+    the current directory, None outside one; a detached HEAD's branch is the CI's,
+    `greenbench.hardware.git.branch`), ``hardware`` (os, cpu_model, logical_cores, memory_bytes,
     gpus, gpu_driver) and ``versions`` (python, torch, cuda, transformers, duckdb,
     greenbench, git_dirty). Which kernels a run used is part of its configuration (``kernels``).
     """
@@ -71,6 +73,7 @@ def fingerprint() -> dict[str, Any]:
     return {
         "host": socket.gethostname(),
         "git_sha": sha or None,
+        "git_branch": git.branch() if sha else None,
         "hardware": {
             "os": platform.platform(),
             "cpu_model": cpu_model(),

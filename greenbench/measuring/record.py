@@ -107,6 +107,7 @@ def run_record(
         carbon_intensity_g_per_kwh=carbon_g_per_kwh,
         label=label,
         git_sha=fingerprint.get("git_sha"),
+        git_branch=fingerprint.get("git_branch"),
         started_at=dt.datetime.now(dt.timezone.utc).replace(tzinfo=None),
         host=fingerprint.get("host"),
         hardware=json.dumps(fingerprint.get("hardware", {}), default=str),

@@ -1,4 +1,5 @@
-"""Pure computations behind the dashboard: leaderboard rows, Pareto fronts, history over commits.
+"""Pure computations behind the dashboard: leaderboard rows, Pareto fronts, history (per commit,
+branch, label or day: `greenbench.reporting.axes`).
 
 Inputs are plain DataFrames with one row per measured repeat (the `runs` table joined with the
 `results` table, as :data:`REPEAT_COLUMNS` lists); nothing here touches DuckDB or Streamlit, so
@@ -49,6 +50,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 
+from greenbench.reporting import axes
 from greenbench.reporting.seeds import SEED_GROUP, n_seeds, samples, with_seed_group
 from greenbench.settings import SCHEMA
 from greenbench.stats import median_ci
@@ -110,6 +112,11 @@ REPEAT_COLUMNS = (
 #: what pooling over seeds reads, where the rows carry it (a database older than seed groups
 #: lacks it: each configuration is a group of its own): the dashboard and the report select it
 POOL_COLUMNS = (SEED_GROUP,)
+
+#: what keeps versions and history points apart beyond the git sha (`history`, the latest
+#: version of `leaderboard`), where the rows carry it (the git branch: schema version 16 on;
+#: rows without one read as unknown): the dashboard and the report select these when present
+HISTORY_COLUMNS = ("label", "git_branch")
 
 #: what the trust model reads, where the rows carry it (a database older than a column, or rows
 #: built without it, read as unknown): the dashboard and the report select these when present
@@ -323,11 +330,18 @@ def _summary(values: pd.Series | np.ndarray) -> tuple[float, float, float]:
     return median_ci(xs.tolist())
 
 
-def _latest_sha_only(rows: pd.DataFrame) -> pd.DataFrame:
-    """Keep, per configuration and energy source, the repeats of its most recent git sha."""
+def _latest_version_only(rows: pd.DataFrame) -> pd.DataFrame:
+    """Keep, per configuration and energy source, the repeats of its newest version: the git
+    sha and the label of its most recent run. Runs of one sha under two labels, or runs
+    started outside a checkout (sha "unknown") under two labels, are two versions, never pooled
+    (rows without a ``label`` column: by sha alone)."""
+    version = rows["git_sha"].astype(str)
+    if "label" in rows:
+        version = version + "\x00" + axes.series_values(rows)
+    rows = rows.assign(_version=version)
     latest = rows.sort_values("started_at").groupby(list(GROUP_KEYS), dropna=False).tail(1)
-    keep = latest[[*GROUP_KEYS, "git_sha"]]
-    return rows.merge(keep, on=[*GROUP_KEYS, "git_sha"], how="inner")
+    keep = latest[[*GROUP_KEYS, "_version"]]
+    return rows.merge(keep, on=[*GROUP_KEYS, "_version"], how="inner").drop(columns="_version")
 
 
 def leaderboard(
@@ -340,8 +354,9 @@ def leaderboard(
     ``seed_group`` where known: `POOL_COLUMNS`). A configuration run with several seeds is one
     row whose medians and CIs take each run's median as one sample (``n_seeds`` of them; the
     module docstring); ``config_key`` is its latest run's. With
-    ``scope="latest"`` only the repeats of the configuration's most recent git sha are pooled
-    (so code changes do not blur the numbers; :func:`history` shows the rest); ``"all"``
+    ``scope="latest"`` only the repeats of the configuration's newest version (the git sha and
+    label of its most recent run) are pooled (so code changes and differently labelled runs do
+    not blur the numbers; :func:`history` shows the rest); ``"all"``
     pools every stored repeat. Measured and estimated energy are never pooled: the energy
     source is part of the row's key. Simulated runs and a user's own measurements are left out
     (`training_rows`). For each metric ``m`` the result has ``m`` (median; for peak memory the
@@ -462,7 +477,7 @@ def _pool(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
     data = with_seed_group(with_derived(rows))
     data["skipped_fraction"] = skipped_fraction(data)
     if scope == "latest":
-        data = _latest_sha_only(data)
+        data = _latest_version_only(data)
     out = []
     for _, group in data.groupby(list(GROUP_KEYS), dropna=False, sort=False):
         group = group.sort_values(["started_at", "repeat"])
@@ -504,18 +519,34 @@ def _pool(rows: pd.DataFrame, scope: str) -> pd.DataFrame:
     ).reset_index(drop=True)
 
 
-def history(rows: pd.DataFrame, config_key: str, energy_source: str | None = None) -> pd.DataFrame:
-    """J/token and tokens/s of one configuration per git sha, oldest first.
+def history(
+    rows: pd.DataFrame,
+    config_key: str,
+    energy_source: str | None = None,
+    *,
+    by: str | None = None,
+    branch: str | None = None,
+    label: str | None = None,
+) -> pd.DataFrame:
+    """J/token and tokens/s of one configuration per point of a history axis, oldest first.
 
-    One row per (git sha, energy source) with medians and CIs of ``joules_per_token``,
-    ``net_joules_per_token`` and ``tokens_per_s``, the number of repeats and runs, the
-    first/last start time and the trust of its repeats (`TRUST_FIELDS`). Commits are ordered
-    by the first time a run of them started: the database does not know the git graph, and CI
-    runs commits in order.
+    ``by`` is the axis (`greenbench.reporting.axes`: ``commit``, ``branch``, ``label`` or
+    ``date``; None: commit where every run has a git sha, else date); ``branch`` and ``label``
+    keep only the runs of that git branch and label. One row per (point, series, energy source)
+    where the series is the runs' label (`axes.series_values`), so runs under two labels are
+    never one point, with medians and CIs of ``joules_per_token``, ``net_joules_per_token`` and
+    ``tokens_per_s`` over the point's repeats, the number of repeats and runs, the first/last
+    start time, ``git_sha`` and ``git_branch`` (the point's one value, "mixed" over several,
+    None where unknown) and the trust of its repeats (`TRUST_FIELDS`). Points are ordered by
+    the first time a run of them started. ``attrs``: ``by`` (the axis used) and ``left_out``
+    (runs without a value on it: no sha, no branch).
     """
     metrics = ("joules_per_token", "net_joules_per_token", "tokens_per_s")
     columns = [
+        "point",
+        "series",
         "git_sha",
+        "git_branch",
         "energy_source",
         "energy_measured",
         *(c for m in metrics for c in (m, f"{m}_ci_low", f"{m}_ci_high")),
@@ -525,18 +556,26 @@ def history(rows: pd.DataFrame, config_key: str, energy_source: str | None = Non
         "last_started_at",
         *TRUST_FIELDS,
     ]
-    sel = rows[rows["config_key"] == config_key]
+    sel = axes.narrowed(rows[rows["config_key"] == config_key], branch, label)
     if energy_source is not None:
         sel = sel[sel["energy_source"] == energy_source]
+    by = axes.default_axis(sel) if by is None else axes.check_axis(by)
+    sel = sel.assign(point=axes.axis_values(sel, by), series=axes.series_values(sel))
+    left_out = int(sel.loc[sel["point"].isna(), "run_id"].nunique())
+    sel = sel[sel["point"].notna()]
     if sel.empty:
-        return pd.DataFrame(columns=columns)
-    sel = with_derived(sel.assign(git_sha=sel["git_sha"].fillna("unknown")))
+        return _with_attrs(pd.DataFrame(columns=columns), by, left_out)
+    branches = axes.axis_values(sel, "branch")
+    sel = with_derived(sel.assign(git_sha=sel["git_sha"].fillna("unknown"), git_branch=branches))
     out = []
-    for (sha, source, measured), group in sel.groupby(
-        ["git_sha", "energy_source", "energy_measured"], dropna=False, sort=False
+    for (point, series, source, measured), group in sel.groupby(
+        ["point", "series", "energy_source", "energy_measured"], dropna=False, sort=False
     ):
         row: dict[str, object] = {
-            "git_sha": sha,
+            "point": point,
+            "series": series,
+            "git_sha": _one(group["git_sha"]),
+            "git_branch": _one(group["git_branch"].dropna()),
             "energy_source": source,
             "energy_measured": measured,
         }
@@ -558,4 +597,18 @@ def history(rows: pd.DataFrame, config_key: str, energy_source: str | None = Non
         }
         out.append(with_trust(row))
     hist = pd.DataFrame(out, columns=columns)
-    return hist.sort_values(["first_started_at", "energy_source"]).reset_index(drop=True)
+    hist = hist.sort_values(["first_started_at", "energy_source"]).reset_index(drop=True)
+    return _with_attrs(hist, by, left_out)
+
+
+def _one(values: pd.Series) -> object:
+    """The one value of ``values``; "mixed" for several, None for none."""
+    distinct = values.unique()
+    if len(distinct) == 0:
+        return None
+    return distinct[0] if len(distinct) == 1 else "mixed"
+
+
+def _with_attrs(hist: pd.DataFrame, by: str, left_out: int) -> pd.DataFrame:
+    hist.attrs |= {"by": by, "left_out": left_out}
+    return hist

@@ -42,6 +42,7 @@ RUN_COLUMNS = (
     "lengths",
     "label",
     "git_sha",
+    "git_branch",  # what `compare --history` may draw history by (schema version 16 on)
     "started_at",
     "host",
     "peak_flops_source",
@@ -83,7 +84,7 @@ TRUST_COLUMNS = (
 # results are only ever compared within one "same configuration"
 KEY_COLUMNS = SAME_CONFIGURATION
 _REQUIRED_IN_FILES = ("run_id", "workload", *KEY_COLUMNS)
-_STRING_IDS = ("run_id", "config_key", "git_sha", "label", "config_name")
+_STRING_IDS = ("run_id", "config_key", "git_sha", "git_branch", "label", "config_name")
 
 _MIN_PREFIX = 4
 

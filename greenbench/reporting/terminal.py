@@ -65,7 +65,8 @@ def _fmt(value: Any, spec: str = ".4g") -> str:
 
 
 def runs_table(db_path: Path, limit: int) -> None:
-    """`greenbench list runs`: the newest runs, any status."""
+    """`greenbench list runs`: the newest runs, any status, with the label and git branch each
+    was run under (— where unknown)."""
     from greenbench.store import list_runs
 
     runs = list_runs(db_path, limit=limit)
@@ -83,6 +84,8 @@ def runs_table(db_path: Path, limit: int) -> None:
         "J/token",
         "source",
         "trust",
+        "label",
+        "branch",
         "started",
     )
     for r in runs.itertuples():
@@ -105,6 +108,8 @@ def runs_table(db_path: Path, limit: int) -> None:
             ("≈ " if estimated else "") + _fmt(r.joules_per_token_median),
             escape(source),
             escape(Trust.of(r._asdict()).mark()) if r.status == "ok" else "",
+            cell(r.label),
+            cell(getattr(r, "git_branch", None)),  # a database older than branches has none
             cell(str(r.started_at)[:19] if not _missing(r.started_at) else None),
         )
     console.print(table)
@@ -140,7 +145,7 @@ def run_detail(db_path: Path, run_id: str, *, all_settings: bool = False) -> Non
     console.print(
         f"device {cell(run['device_type'])} ×{run['nproc'] * run['nnodes']} "
         f"{cell(run['precision'])}; label={cell(run.get('label'))} "
-        f"git={cell(run.get('git_sha'))}; "
+        f"git={cell(run.get('git_sha'))} branch={cell(run.get('git_branch'))}; "
         f"peak {_fmt(run.get('peak_flops'))} FLOP/s ({cell(run.get('peak_flops_source'))})"
     )
     if not _missing(run.get("power_limit_w")):

@@ -26,6 +26,11 @@ from greenbench.settings import identity_of
 
 SCHEMA = Path(__file__).resolve().parents[2] / "greenbench" / "store_schema.sql"
 OLD_SHA, NEW_SHA = "aaaa1111", "bbbb2222"
+#: the git branches of `branches_db`: the old sha's runs were made on main, the new one's on a
+#: feature branch
+BRANCHES = {OLD_SHA: "main", NEW_SHA: "feature/energy"}
+#: a configuration `branches_db` holds on both branches
+TWO_BRANCH_CONFIG = "transformer/tiny seq=256 fixed single×1"
 T0 = datetime(2026, 1, 5, 9, 0, 0)
 CPU = "cpu:AMD EPYC 7B13"
 GPU = "NVIDIA H100 80GB HBM3"
@@ -323,6 +328,9 @@ class Seeded:
     gpu_row_id: str = GPU_ROW_ID
     ddp_row_id: str = DDP_ROW_ID
     new_config: str = NEW_CONFIG
+    #: `branches_db`'s (sha, branch) pairs, oldest first, and a configuration on both branches
+    branches: tuple[tuple[str, str], ...] = tuple(BRANCHES.items())
+    two_branch_config: str = TWO_BRANCH_CONFIG
     write_run: Callable[[Path], subprocess.CompletedProcess[str]] = write_run_from_other_process
     hold_lock: Callable[[Path], subprocess.Popen[str]] = hold_write_lock
 
@@ -336,6 +344,23 @@ def seeded() -> Seeded:
 def dashboard_db(tmp_path: Path) -> Path:
     """A seeded results database in tmp_path."""
     return seed_db(tmp_path / "results.duckdb")
+
+
+@pytest.fixture
+def branches_db(tmp_path: Path) -> Path:
+    """The seeded database, migrated by the store (as an old file is when greenbench next
+    writes to it), its runs given the git branch of their sha (`BRANCHES`)."""
+    from greenbench.store import Store
+
+    path = seed_db(tmp_path / "branches.duckdb")
+    Store(path)
+    con = duckdb.connect(str(path))
+    try:
+        for sha, branch in BRANCHES.items():
+            con.execute("UPDATE runs SET git_branch = ? WHERE git_sha = ?", [branch, sha])
+    finally:
+        con.close()
+    return path
 
 
 # --- every kind of figure the trust model tells apart, written through the real Store ----------

@@ -192,6 +192,30 @@ def test_history_across_two_shas(
     assert "Only one git sha so far" in texts(at)
 
 
+def test_history_per_branch_and_filtered_to_one(
+    branches_db: Path, monkeypatch: pytest.MonkeyPatch, seeded: Any
+) -> None:
+    at = run_app(branches_db, monkeypatch, "History")
+    box = at.selectbox(key="history_config")
+    box.set_value(next(o for o in box.options if seeded.two_branch_config in o)).run()
+    assert at.radio(key="history_by").value == "commit"  # every run has a sha
+    by_commit = at.dataframe[0].value
+    assert by_commit["git sha"].tolist() == [sha for sha, _ in seeded.branches]
+    assert by_commit["branch"].tolist() == [branch for _, branch in seeded.branches]
+    at.radio(key="history_by").set_value("branch").run()
+    by_branch = at.dataframe[0].value
+    assert by_branch.columns[0] == "branch"
+    assert by_branch["branch"].tolist() == ["main", "feature/energy"]  # first-run order
+    assert by_branch["runs"].tolist() == [1, 1]
+    at.selectbox(key="history_branch").set_value("main").run()
+    assert at.dataframe[0].value["branch"].tolist() == ["main"]
+    assert "Only one branch so far" in texts(at)
+    at.selectbox(key="history_branch").set_value("(any)").run()
+    at.radio(key="history_by").set_value("date").run()
+    assert at.dataframe[0].value["day"].tolist() == ["2026-01-05", "2026-01-09"]
+    assert not at.exception
+
+
 def test_comparisons_show_empty_states_for_workloads_without_runs(
     dashboard_db: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

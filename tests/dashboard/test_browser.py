@@ -249,7 +249,7 @@ def test_every_tab_in_headless_chromium(
                 seen.append(_check_tab(page, "Run detail, own measurement"))
                 page.screenshot(path=str(tmp_path / "detail.png"), full_page=True)
 
-                seen.append(_open_tab(page, "History", "History across commits"))
+                seen.append(_open_tab(page, "History", "History of one configuration"))
                 seen.append(_open_tab(page, "Comparisons", "Simulated, not measured ("))
                 seen.append(_open_tab(page, "Quality", "No run trained to a target loss yet"))
                 seen.append(_open_tab(page, "Own measurements", "whole process"))
@@ -260,3 +260,50 @@ def test_every_tab_in_headless_chromium(
     for label in TRUST_LABELS:
         assert label in everything, f"{label!r} is shown on no tab"
     assert (tmp_path / "pareto.png").stat().st_size > 10_000
+
+
+def test_history_per_branch_in_headless_chromium(
+    chromium: Path, branches_db: Path, seeded: Any, tmp_path: Path
+) -> None:
+    """One configuration run on two git branches: the History view, one point per branch,
+    draws a point for each branch and lists both; filtered to one branch it shows that one."""
+    from playwright.sync_api import expect, sync_playwright
+
+    with dashboard_server(branches_db, tmp_path) as (url, _, _):
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=str(chromium), args=LAUNCH_ARGS)
+            try:
+                page = browser.new_page(viewport={"width": 1400, "height": 1000})
+                page.goto(f"{url}/?view=History")
+                expect(page.get_by_text("History of one configuration").first).to_be_visible(
+                    timeout=WAIT_MS
+                )
+                _choose(page, "Configuration", seeded.two_branch_config)
+                axis = page.locator("[data-testid='stRadio']").filter(has_text="One point per")
+                axis.get_by_text("branch", exact=True).click()
+                chart = page.locator(".vega-embed").first
+                points = chart.locator("g.mark-symbol.role-mark path")  # not the legend's
+                branches = [branch for _, branch in seeded.branches]
+                for branch in branches:  # a point's description names its branch
+                    expect(
+                        points.and_(chart.locator(f"path[aria-label*='{branch}']"))
+                    ).to_have_count(1, timeout=WAIT_MS)
+                page.wait_for_timeout(500)
+                shown = _check_tab(page, "History, one point per branch")
+                cells = page.evaluate(GRID_CELLS)
+                assert [c for h, c in cells if h == "branch" and c in branches] == branches
+                page.screenshot(path=str(tmp_path / "history.png"), full_page=True)
+
+                _choose(page, "Git branch", branches[0])
+                expect(page.get_by_text("Only one branch so far").first).to_be_visible(
+                    timeout=WAIT_MS
+                )
+                expect(points).to_have_count(1, timeout=WAIT_MS)
+                grid = page.locator("[data-testid='stDataFrame'] td[role=gridcell]")
+                expect(grid.filter(has_text=branches[1])).to_have_count(0, timeout=WAIT_MS)
+                expect(grid.filter(has_text=branches[0])).to_have_count(1, timeout=WAIT_MS)
+                cells = page.evaluate(GRID_CELLS)
+                assert [c for h, c in cells if h == "branch" and c in branches] == branches[:1]
+            finally:
+                browser.close()
+    assert branches[1] in shown

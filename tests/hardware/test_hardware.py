@@ -228,9 +228,11 @@ def test_a_calibration_is_the_best_of_several_trials_per_size(
 
 def test_fingerprint_outside_a_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("GITHUB_REF_NAME", "main")  # a CI's branch names no checkout's
     fp = fingerprint_mod.fingerprint()
-    assert set(fp) == {"host", "git_sha", "hardware", "versions"}
-    assert fp["git_sha"] is None and fp["versions"]["git_dirty"] is None
+    assert set(fp) == {"host", "git_sha", "git_branch", "hardware", "versions"}
+    assert fp["git_sha"] is None and fp["git_branch"] is None
+    assert fp["versions"]["git_dirty"] is None
     assert fp["versions"]["torch"] == torch.__version__
     assert fp["hardware"]["logical_cores"] >= 1 and fp["hardware"]["cpu_model"]
     json.dumps(fp)  # stored as JSON
@@ -238,12 +240,12 @@ def test_fingerprint_outside_a_repo(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
 def test_fingerprint_git_sha(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     git = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", "-C", str(tmp_path)]
-    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "init", "-q", "-b", "trunk"], check=True)
     subprocess.run([*git, "commit", "-q", "--allow-empty", "-m", "x"], check=True)
     sha = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True)
     monkeypatch.chdir(tmp_path)
     fp = fingerprint_mod.fingerprint()
-    assert fp["git_sha"] == sha.stdout.strip()
+    assert fp["git_sha"] == sha.stdout.strip() and fp["git_branch"] == "trunk"
     assert fp["versions"]["git_dirty"] is False
 
 

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from greenbench.errors import SpecError
 from greenbench.reporting.leaderboard import (
     METRICS,
     REPEAT_COLUMNS,
@@ -420,6 +421,66 @@ def test_history_counts_several_runs_of_one_sha() -> None:
     assert (len(hist), hist.iloc[0]["n_runs"], hist.iloc[0]["tokens_per_s"]) == (1, 2, 3.0)
     assert hist.iloc[0]["last_started_at"] - hist.iloc[0]["first_started_at"] == timedelta(hours=2)
     assert np.isclose(hist.iloc[0]["tokens_per_s_ci_high"], 5.0)
+
+
+def _tag(rows: list[dict[str, object]], **cols: object) -> list[dict[str, object]]:
+    return [row | cols for row in rows]
+
+
+def test_history_by_branch_label_and_date() -> None:
+    """The axis picks what a point pools; runs under two labels are never one point."""
+    rows = frame(
+        _tag(repeat_rows("a", [10, 10], [1.0, 1.0], sha="s1", run_id="m1", hours=0),
+             git_branch="main", label="nightly"),
+        _tag(repeat_rows("a", [12, 12], [1.2, 1.2], sha="s2", run_id="m2", hours=30),
+             git_branch="main", label="nightly"),
+        _tag(repeat_rows("a", [20, 20], [2.0, 2.0], sha="f1", run_id="f1", hours=1),
+             git_branch="feature/x", label="nightly"),
+        _tag(repeat_rows("a", [30, 30], [3.0, 3.0], sha="s1", run_id="e1", hours=2),
+             git_branch="main", label="experiment"),
+        _tag(repeat_rows("a", [40], [4.0], sha=None, run_id="o1", hours=3), label=None),
+    )  # fmt: skip
+    by_commit = history(rows, "a", by="commit")
+    assert by_commit.attrs == {"by": "commit", "left_out": 1}  # o1 has no sha
+    # commit s1 under two labels: two rows (series), never one pooled point
+    s1 = by_commit[by_commit["point"] == "s1"].set_index("series")["joules_per_token"]
+    assert s1.to_dict() == {"nightly": 1.0, "experiment": 3.0}
+    by_branch = history(rows, "a", by="branch", label="nightly")
+    assert by_branch["point"].tolist() == ["main", "feature/x"]  # first-run order
+    assert by_branch["joules_per_token"].tolist() == [1.1, 2.0]  # main pools m1 and m2
+    assert by_branch.loc[0, "git_sha"] == "mixed" and by_branch.loc[1, "git_sha"] == "f1"
+    by_date = history(rows, "a", by="date", branch="main")
+    assert list(zip(by_date["point"], by_date["series"], by_date["n_runs"], strict=True)) == [
+        ("2026-01-01", "nightly", 1), ("2026-01-01", "experiment", 1),
+        ("2026-01-02", "nightly", 1),
+    ]  # fmt: skip
+    by_label = history(rows, "a", by="label")
+    assert set(by_label["point"]) == {"nightly", "experiment", "(no label)"}
+    assert by_label.attrs["left_out"] == 0
+    # a run without a sha makes the default axis the date: nothing is "unknown"
+    assert history(rows, "a").attrs["by"] == "date"
+    assert history(rows[rows["run_id"] != "o1"], "a").attrs["by"] == "commit"
+    assert history(rows, "a", by="branch").attrs["left_out"] == 1  # o1: no branch
+    with pytest.raises(SpecError, match="unknown history axis 'week'"):
+        history(rows, "a", by="week")
+
+
+def test_the_newest_version_keeps_two_labels_apart() -> None:
+    """Runs outside a checkout (no sha) under two labels: the leaderboard's "latest" pools the
+    newest label's runs only, not every run that shares the sha "unknown"."""
+    rows = frame(
+        _tag(repeat_rows("a", [10, 10], [1.0, 1.0], sha=None, run_id="x1", hours=0), label="x"),
+        _tag(repeat_rows("a", [30, 30], [3.0, 3.0], sha=None, run_id="y1", hours=1), label="y"),
+    )
+    latest = leaderboard(rows).iloc[0]
+    assert (latest["n_runs"], latest["tokens_per_s"], latest["latest_run_id"]) == (1, 30, "y1")
+    assert leaderboard(rows, "all").iloc[0]["n_runs"] == 2
+    # one sha, one label: its runs are one version, as before
+    same = frame(
+        _tag(repeat_rows("a", [10], [1.0], sha="s", run_id="r1", hours=0), label="x"),
+        _tag(repeat_rows("a", [30], [3.0], sha="s", run_id="r2", hours=1), label="x"),
+    )
+    assert leaderboard(same).iloc[0]["n_runs"] == 2
 
 
 def test_the_same_settings_on_two_gpu_types_are_two_rows():

@@ -96,6 +96,7 @@ def build_record(
         "device_type": device_type,
         "carbon_intensity_g_per_kwh": ctx.carbon[0],
         "git_sha": fingerprint.get("git_sha"),
+        "git_branch": fingerprint.get("git_branch"),
         "host": fingerprint.get("host"),
         "hardware": json.dumps(fingerprint.get("hardware", fingerprint), default=str),
         "versions": json.dumps(fingerprint.get("versions", {}), default=str),
