@@ -90,7 +90,7 @@ def publish(
         commits = {}
         for entry in entries:
             hist = history.history_frame(context.measured, entry)
-            commits[entry.file] = int(hist["git_sha"].nunique()) if len(hist) else 0
+            commits[entry.file] = int(hist["point"].nunique()) if len(hist) else 0
             (tmp / entry.file).write_text(history.page(entry, hist, title).render(), "utf-8")
             pages.append(entry.file)
         index = _index(context, title, entries, commits)
@@ -184,9 +184,9 @@ def _history_list(entries: list[history.Entry], commits: dict[str, int]) -> str:
     lines = [
         "",
         "J/token and tokens/s of each configuration on the leaderboard, per commit in the order "
-        "each first ran, with their intervals:",
+        "each first ran (per day for runs stored without a git sha), with their intervals:",
         "",
-        "| configuration | workload | energy | commits |",
+        "| configuration | workload | energy | commits (or days) |",
         "|---|---|---|---|",
     ]
     for e in entries:

@@ -217,13 +217,15 @@ def seq_len_chart(rows: pd.DataFrame) -> alt.HConcatChart:
 
 
 def history_chart(hist: pd.DataFrame, metric: str, title: str) -> alt.LayerChart:
-    """One configuration's ``metric`` per commit, in the order of each commit's first run,
-    with its interval bars; one line per energy label (`history_frame`'s rows)."""
+    """One configuration's ``metric`` per commit (or day), in the order of each one's first
+    run, with its interval bars; one line per energy label and run label (`history_frame`'s
+    rows: ``line``)."""
     order = list(dict.fromkeys(hist["commit"]))
+    lines = "line" if "line" in hist else "energy"
     base = alt.Chart(hist).encode(
         x=alt.X("commit:N", sort=order, title="commit · its first run (oldest first)",
                 axis=alt.Axis(labelAngle=-30)),
-        color=alt.Color("energy:N", title="energy"),
+        color=alt.Color(f"{lines}:N", title="energy" if lines == "energy" else "energy · label"),
     )  # fmt: skip
     line = base.mark_line(point=alt.OverlayMarkDef(filled=True, size=70)).encode(
         y=alt.Y(f"{metric}:Q", title=title, scale=alt.Scale(zero=False)),

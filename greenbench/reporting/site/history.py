@@ -1,6 +1,8 @@
 """A published site's history pages: one per configuration on the leaderboard (and kind of
 energy figure), its J/token and tokens/s per commit with their intervals, in the order each
 commit first ran (`leaderboard.history`, the dashboard's History tab), charted and tabled.
+Runs stored without a git sha are one point per day instead (`greenbench.reporting.axes`),
+never one "unknown" commit, and runs under different labels are separate lines.
 
 Pages live in ``history/`` beside ``index.html``; a page's name is the configuration's name
 made a file name plus a short hash of its key and energy source (two configurations never share
@@ -14,7 +16,7 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from greenbench.reporting import figures
+from greenbench.reporting import axes, figures
 from greenbench.reporting.cells import ESTIMATE_FOLLOWS_TIME, g, row
 from greenbench.reporting.leaderboard import history
 from greenbench.reporting.site import charts, html
@@ -50,18 +52,23 @@ def entries(table: pd.DataFrame) -> list[Entry]:
 
 
 def history_frame(measured: pd.DataFrame, entry: Entry) -> pd.DataFrame:
-    """`leaderboard.history` of ``entry`` over the training repeats ``measured``, with the
-    energy label, a commit label (short sha · date of its first run) and readable times."""
+    """`leaderboard.history` of ``entry`` over the training repeats ``measured`` (one point per
+    commit, or per day where a run has no git sha), with the energy label, a point label (short
+    sha · date of its first run), the line it is drawn on (its energy label, and its run label
+    where the history holds several) and readable times."""
     hist = history(measured, entry.config_key, entry.energy_source)
     if hist.empty:
         return hist
     first = pd.to_datetime(hist["first_started_at"])
     last = pd.to_datetime(hist["last_started_at"])
+    energy = [
+        energy_label(s, m)
+        for s, m in zip(hist["energy_source"], hist["energy_measured"], strict=True)
+    ]
+    several = hist["series"].nunique() > 1
     return hist.assign(
-        energy=[
-            energy_label(s, m)
-            for s, m in zip(hist["energy_source"], hist["energy_measured"], strict=True)
-        ],
+        energy=energy,
+        line=[f"{e} · {s}" if several else e for e, s in zip(energy, hist["series"], strict=True)],
         commit=[
             f"{str(s)[:10]} · {_when(t, '%Y-%m-%d')}"
             for s, t in zip(hist["git_sha"], first, strict=True)
@@ -94,8 +101,12 @@ def page(entry: Entry, hist: pd.DataFrame, site_title: str) -> html.Page:
     if hist.empty:
         out.add("<p>No stored repeats of this configuration.</p>")
         return out
-    if hist["git_sha"].nunique() < 2:
-        out.add("<p>Only one commit so far: a history needs runs from two commits or more.</p>")
+    word = axes.POINT_NAMES[hist.attrs.get("by", "commit")]
+    if hist["point"].nunique() < 2:
+        out.add(f"<p>Only one {word} so far: a history needs runs from two {word}s or more.</p>")
+    if hist.attrs.get("by") == "date":
+        out.add("<p>Its runs were stored without a git sha (started outside a checkout): one "
+                "point per day they ran.</p>")  # fmt: skip
     caption = f"Interval bars: {interval_caption(hist['n_repeats'])}."
     energy = charts.history_chart(hist, "joules_per_token", f"J/token, {entry.energy}")
     speed = charts.history_chart(hist, "tokens_per_s", "tokens/s")
@@ -106,11 +117,12 @@ def page(entry: Entry, hist: pd.DataFrame, site_title: str) -> html.Page:
 
 
 def table_lines(hist: pd.DataFrame) -> list[str]:
-    """The history as a Markdown table: one row per commit and energy label."""
+    """The history as a Markdown table: one row per commit (or day), energy label and run
+    label."""
     lines = [
         "| commit | first run | last run | energy | J/token (median [interval]) | J/token net "
-        "| tokens/s (median [interval]) | repeats | runs | interval | trust |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| tokens/s (median [interval]) | repeats | runs | interval | trust | label | branch |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in hist.itertuples(index=False):
         jpt = f"{g(r.joules_per_token)} [{g(r.joules_per_token_ci_low)}, "
@@ -119,5 +131,6 @@ def table_lines(hist: pd.DataFrame) -> list[str]:
         sha = "unknown" if missing(r.git_sha) else str(r.git_sha)[:10]
         cells = [f"`{sha}`", r.first_run, r.last_run, r.energy, jpt, g(r.net_joules_per_token)]
         cells += [tps, str(r.n_repeats), str(r.n_runs), r.interval, r.trust or "–"]
+        cells += [str(r.series), "–" if missing(r.git_branch) else str(r.git_branch)]
         lines.append(row(cells))
     return lines
