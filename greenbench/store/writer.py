@@ -30,7 +30,6 @@ from greenbench.store.connection import (
     ready_shard_dir,
     verify_file,
 )
-from greenbench.store.migrations import RESERVED
 from greenbench.vocabulary import config_key
 
 Migration = str | Callable[[duckdb.DuckDBPyConnection], None]
@@ -38,9 +37,8 @@ Migration = str | Callable[[duckdb.DuckDBPyConnection], None]
 
 def _load_migrations() -> dict[int, Migration]:
     """``migrations/NNNN_name.sql`` (SQL) or ``NNNN_name.py`` (its ``apply(con)``, for what SQL
-    alone cannot do) takes a database from version NNNN − 1 to NNNN; a number held for a
-    migration not here yet (``migrations.RESERVED``) is a step that changes nothing. Two files
-    of one number are refused: one of them would silently never apply."""
+    alone cannot do) takes a database from version NNNN − 1 to NNNN. Two files of one number
+    are refused: one of them would silently never apply."""
     found: dict[int, Migration] = {}
     names: dict[int, str] = {}
     for entry in resources.files("greenbench.store").joinpath("migrations").iterdir():
@@ -58,13 +56,7 @@ def _load_migrations() -> dict[int, Migration]:
         else:
             module = importlib.import_module(f"greenbench.store.migrations.{name[:-3]}")
             found[number - 1] = module.apply
-    for number in RESERVED - set(names):
-        found[number - 1] = _unchanged
     return dict(sorted(found.items()))
-
-
-def _unchanged(con: duckdb.DuckDBPyConnection) -> None:
-    """The step of a reserved migration number whose file is not here yet."""
 
 
 #: what takes a database from version N (the key) to N + 1, applied in one transaction
