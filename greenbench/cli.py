@@ -19,6 +19,7 @@ from typing import IO, Any
 
 import click
 
+from greenbench.energy.settings import IDLE_MAX_AGE_S
 from greenbench.energy.sources import SOURCE_CHOICES
 from greenbench.errors import GreenbenchError
 
@@ -120,7 +121,13 @@ def main() -> None:
 
 def restore_power_limits() -> None:
     """Before any command: put back the GPU power limits a greenbench killed mid-run (SIGKILL)
-    left changed, one line each on stderr (`greenbench.launcher.power_limits`)."""
+    left changed, one line each on stderr (`greenbench.launcher.power_limits`). Without a
+    journal (its file exists only while it holds an entry) there is nothing to restore, and
+    nothing of the launcher is imported: ``greenbench measure`` starts its command at once."""
+    from greenbench.hardware.machine import power_limit_journal
+
+    if not power_limit_journal().exists():
+        return
     from greenbench.launcher.power_limits import restore_stale
 
     for line in restore_stale():
@@ -343,6 +350,13 @@ def run(
 )
 @click.option("--region", default="world", help="carbon-intensity region (ISO-3 or cloud)")
 @click.option("--idle-s", type=click.FloatRange(min=0), default=0.0, help="idle power first")
+@click.option(
+    "--idle-max-age-s",
+    type=click.FloatRange(min=0),
+    default=IDLE_MAX_AGE_S,
+    show_default=True,
+    help="reuse an idle baseline taken quiet this recently (0: sample anew)",
+)
 @click.option("--db", type=click.Path(path_type=Path), help=DB_HELP)
 @click.argument("command", nargs=-1, type=click.UNPROCESSED)
 @friendly
@@ -356,6 +370,7 @@ def measure(
     energy_source: str,
     region: str,
     idle_s: float,
+    idle_max_age_s: float,
     db: Path | None,
 ) -> None:
     """Measure a whole command's energy: greenbench measure [OPTIONS] -- COMMAND [ARGS]...
@@ -367,7 +382,7 @@ def measure(
     result = measure_command(
         list(command), db=db or default_db(), label=label, name=name, tokens=tokens,
         tokens_file=tokens_file, device=device, energy_source=energy_source, region=region,
-        idle_s=idle_s,
+        idle_s=idle_s, idle_max_age_s=idle_max_age_s,
     )  # fmt: skip
     click.echo(result.line(), err=True)
     sys.exit(result.exit_code)

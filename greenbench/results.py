@@ -312,6 +312,52 @@ class RunEvent:
 EVENT_KINDS = ("checkpoint", "load", "failure", "restart", "redone", "detected", "rerouted")
 
 
+@dataclass(frozen=True, slots=True)
+class HarnessCost:
+    """What greenbench itself cost a run, in wall seconds (``runs.harness_*``; None: not
+    known, or not part of this kind of run).
+
+    - ``startup_s``: from the start of the run's turn to its first training step (a whole
+      process: to the command's start). The turn of a session's first configuration starts
+      with the greenbench process (imports, checks, calibrations included); a later one's
+      when the one before it ended.
+    - ``ranks_s``: of that, from starting the rank processes to the first step (interpreter,
+      imports, process group, building the model, data and optimizer).
+    - ``calibration_s``: measuring the MFU peak for this run (0: a cached figure; one measured
+      again after the run, because the run beat it, is counted too, inside ``teardown_s``).
+    - ``baseline_s``: sampling idle power for this run (0: a baseline reused, then
+      ``baseline_age_s`` says how old it was when the run began; None: no baseline).
+    - ``teardown_s``: from the end of the last measured window to the outcome ready to store
+      (gathering, the ranks' exit, aggregation).
+    """
+
+    startup_s: float | None = None
+    ranks_s: float | None = None
+    calibration_s: float | None = None
+    baseline_s: float | None = None
+    baseline_age_s: float | None = None
+    teardown_s: float | None = None
+
+    def row(self) -> dict[str, float | None]:
+        """The ``runs`` columns that hold it."""
+        return {
+            "harness_startup_s": self.startup_s,
+            "harness_ranks_s": self.ranks_s,
+            "harness_calibration_s": self.calibration_s,
+            "harness_baseline_s": self.baseline_s,
+            "idle_baseline_age_s": self.baseline_age_s,
+            "harness_teardown_s": self.teardown_s,
+        }
+
+
+def seconds_between(start: float | None, end: float | None) -> float | None:
+    """``end − start`` (wall clock, seconds) where both are known and in order; None
+    otherwise (a clock stepped back between them says nothing)."""
+    if start is None or end is None or end < start:
+        return None
+    return end - start
+
+
 @dataclass(slots=True)
 class RunOutcome:
     """What the launcher hands the store for one configuration."""
@@ -335,6 +381,8 @@ class RunOutcome:
     other_greenbench: int | None = None
     #: checkpoints, failures, restarts and the work they cost (`RunEvent`; ``run_events``)
     events: list[RunEvent] = field(default_factory=list)
+    #: what the harness itself cost (start-up, calibration, idle baseline, teardown)
+    harness: HarnessCost = field(default_factory=HarnessCost)
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,26 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Sequence
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import numpy as np
-from scipy import stats as _sps
+if TYPE_CHECKING:
+    import numpy as np
+
+
+def _numpy() -> ModuleType:
+    """numpy, imported by the functions that need it (and scipy likewise): a stored run's
+    medians need neither, and ``greenbench measure`` stores one without paying for their
+    import."""
+    import numpy
+
+    return numpy
+
+
+def _scipy_stats() -> ModuleType:
+    from scipy import stats
+
+    return stats
 
 
 def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
@@ -28,7 +45,7 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float,
     med = float(_median_sorted(xs))
     j_best = 1
     for j in range(1, n // 2 + 1):
-        coverage = 1.0 - 2.0 * float(_sps.binom.cdf(j - 1, n, 0.5))
+        coverage = 1.0 - 2.0 * float(_scipy_stats().binom.cdf(j - 1, n, 0.5))
         if coverage >= confidence:
             j_best = j
         else:
@@ -72,16 +89,17 @@ def mannwhitney_greater(a: Sequence[float], b: Sequence[float]) -> tuple[float, 
     pooled midranks (exact with ties) for pooled size ≤ 150, else the tie-corrected normal
     approximation with continuity correction.
     """
+    np, sps = _numpy(), _scipy_stats()
     xa = np.asarray(a, dtype=float)
     xb = np.asarray(b, dtype=float)
     n, m = len(xa), len(xb)
     if n == 0 or m == 0:
         raise ValueError("mannwhitney_greater needs at least one value on each side")
     pooled = np.concatenate([xa, xb])
-    doubled_ranks = np.rint(2.0 * _sps.rankdata(pooled)).astype(np.int64)  # midranks × 2: ints
+    doubled_ranks = np.rint(2.0 * sps.rankdata(pooled)).astype(np.int64)  # midranks × 2: ints
     u = float(doubled_ranks[:n].sum() / 2.0 - n * (n + 1) / 2.0)
     if n + m > _EXACT_MAX_N:
-        res = _sps.mannwhitneyu(xa, xb, alternative="greater", method="asymptotic")
+        res = sps.mannwhitneyu(xa, xb, alternative="greater", method="asymptotic")
         return u, float(res.pvalue)
     tail = _rank_sum_tail(n, tuple(sorted(doubled_ranks.tolist())))
     observed = int(doubled_ranks[:n].sum())
@@ -91,6 +109,7 @@ def mannwhitney_greater(a: Sequence[float], b: Sequence[float]) -> tuple[float, 
 @functools.lru_cache(maxsize=128)
 def _rank_sum_tail(n: int, scores: tuple[int, ...]) -> np.ndarray:
     """P(sum of n scores drawn without replacement from ``scores`` ≥ s), indexed by s."""
+    np = _numpy()
     total = sum(sorted(scores)[-n:])
     # ways[k, s]: number of k-subsets of the scores seen so far whose sum is s (float: C(150, 75)
     # ≈ 9e43 overflows int64 but not float64; relative precision is all a p-value needs)
@@ -130,6 +149,7 @@ def holm(pvalues: Sequence[float]) -> list[float]:
 
 def coefficient_of_variation(values: Sequence[float]) -> float:
     """Sample standard deviation (ddof 1) over |mean|; NaN for fewer than 2 values or mean 0."""
+    np = _numpy()
     xs = np.asarray(values, dtype=float)
     if len(xs) < 2:
         return math.nan
@@ -148,6 +168,7 @@ def log_t_prediction(history: Sequence[float], new: float) -> tuple[float, float
     P(T ≥ t): the new value lies above the one-sided (1 − p) prediction bound. Use
     1 − p_greater for "the new value is lower".
     """
+    np = _numpy()
     logs = np.log(np.asarray(history, dtype=float))
     k = len(logs)
     if k < 2:
@@ -162,14 +183,15 @@ def log_t_prediction(history: Sequence[float], new: float) -> tuple[float, float
             return 0.0, 0.5
         return math.copysign(math.inf, diff), 0.0 if diff > 0 else 1.0
     t = diff / (s * math.sqrt(1.0 + 1.0 / k))
-    return t, float(_sps.t.sf(t, k - 1))
+    return t, float(_scipy_stats().t.sf(t, k - 1))
 
 
 def log_prediction_bound(history: Sequence[float], confidence: float = 0.99) -> float:
     """Upper one-sided prediction bound (original units) for one new value, from log values."""
+    np = _numpy()
     logs = np.log(np.asarray(history, dtype=float))
     k = len(logs)
     if k < 2:
         raise ValueError("a prediction interval needs at least two history values")
-    q = float(_sps.t.ppf(confidence, k - 1))
+    q = float(_scipy_stats().t.ppf(confidence, k - 1))
     return math.exp(float(logs.mean()) + q * float(logs.std(ddof=1)) * math.sqrt(1.0 + 1.0 / k))

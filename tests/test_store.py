@@ -15,7 +15,7 @@ import pytest
 
 from greenbench.energy.base import EnergyWindow, PowerSample
 from greenbench.errors import StoreError
-from greenbench.results import RankResult, RepeatResult, RunOutcome
+from greenbench.results import HarnessCost, RankResult, RepeatResult, RunOutcome
 from greenbench.settings import identity_of, spec_identity
 from greenbench.store import (
     Store,
@@ -24,10 +24,12 @@ from greenbench.store import (
     export,
     get_run,
     list_runs,
+    merge_pending,
     new_run_id,
     power_samples,
     read_frame,
     unfinished_runs,
+    write_shard,
 )
 from greenbench.store import connection as connection_mod
 from greenbench.store import writer as store_mod
@@ -512,6 +514,41 @@ def test_migrations_are_numbered_without_gaps() -> None:
     assert files == list(range(2, store_mod.SCHEMA_VERSION + 1))
 
 
+def test_runs_stored_before_harness_cost_open_with_it_unknown_and_new_runs_keep_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The harness-cost migration: a database from before it opens, its runs' harness columns
+    unknown (NULL); a new run stores what greenbench cost it, read back by `get_run` and
+    exported; through a result shard merged into the database as well."""
+    harness = version_of("harness_cost")
+    db = tmp_path / "old.duckdb"
+    with monkeypatch.context() as patch:
+        patch.setattr(store_mod, "SCHEMA_VERSION", harness - 1)  # this file stops before it
+        old = Store(db)
+        old.begin_run(run_row("aaaaaaaaaaaa"))
+        old.mark_run("aaaaaaaaaaaa", "interrupted", "as that version stored it")
+        assert "harness_startup_s" not in set(read_frame(db, "DESCRIBE runs")["column_name"])
+    store = Store(db)  # migrates
+    columns = list(HarnessCost().row())
+    assert all(get_run(db, "aaaaaaaaaaaa")[c] is None for c in columns)
+    cost = HarnessCost(startup_s=7.5, ranks_s=4.0, calibration_s=0.0, baseline_s=0.0,
+                       baseline_age_s=42.0, teardown_s=0.3)  # fmt: skip
+    store.begin_run(run_row("bbbbbbbbbbbb"))
+    store.finish_run("bbbbbbbbbbbb", replace(make_outcome(), harness=cost))
+    assert {c: get_run(db, "bbbbbbbbbbbb")[c] for c in columns} == cost.row()
+    out = tmp_path / "runs.csv"
+    export(db, "csv", out)
+    exported = pd.read_csv(out).drop_duplicates("run_id").set_index("run_id")
+    assert exported.loc["bbbbbbbbbbbb", "idle_baseline_age_s"] == 42.0
+    assert pd.isna(exported.loc["aaaaaaaaaaaa", "harness_startup_s"])
+
+    shard = write_shard(db, {**run_row("cccccccccccc"), "status": "running"},
+                        outcome=replace(make_outcome(), harness=cost))  # fmt: skip
+    assert shard.exists()
+    merge_pending(Store(db), timeout_s=5.0)
+    assert {c: get_run(db, "cccccccccccc")[c] for c in columns} == cost.row()
+
+
 def test_writes_do_not_hold_the_file(tmp_path: Path) -> None:
     db = tmp_path / "g.duckdb"
     store = Store(db)
@@ -975,7 +1012,7 @@ def test_runs_written_before_layouts_migrate_and_match_new_runs(tmp_path: Path) 
     # settings that came after version 1 (a version-1 file holds none of them)
     added = ("layout.", "model.scan", "emulate.", "debug.abort_at_exit_rank", "fsdp.", "odc.")
     added += ("data.cost_a", "data.cost_b", "data.chain_seed", "train.until", "eval.", "target.")
-    added += ("ddp.", "ckpt.", "fault.", "train.activation_checkpointing")
+    added += ("ddp.", "ckpt.", "fault.", "train.activation_checkpointing", "energy.idle_max_age_s")
 
     db = tmp_path / "old.duckdb"
     con = duckdb.connect(str(db))

@@ -4,8 +4,9 @@ A run's `DataPlan` makes its minibatches; strategies decide how ranks share them
 Registries: ``LENGTH_DISTRIBUTIONS`` (lengths.py), ``COST_MODELS`` and ``ASSIGN_MODES``
 (packing.py). Adding a length distribution or cost model is one entry in its module's dict.
 
-The registries and the packing arithmetic import no torch; the token source, batches and the
-data plan (torch tensors) load when first named, so reading the settings' choices stays light.
+Every name loads its module when first named: the registries and the packing arithmetic
+(numpy, scipy) and the token source, batches and data plan (torch), so that reading the
+settings' section stays light (``greenbench measure`` reads it and must start quickly).
 """
 
 from __future__ import annotations
@@ -13,19 +14,20 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from greenbench.data.lengths import LENGTH_DISTRIBUTIONS, draw_lengths, sample_lengths
-from greenbench.data.packing import (
-    ASSIGN_MODES,
-    COST_MODELS,
-    assign_to_ranks,
-    pack_sequences,
-    sequence_cost,
-    step_cost,
-)
-from greenbench.data.partition import karmarkar_karp
-
-#: names this package gives from its torch modules, loaded on first use
+#: the names this package gives, and the module of each, loaded on first use: the registries
+#: and the packing arithmetic need numpy and scipy, the token source, batches and data plan torch,
+#: and reading the settings' section (``greenbench.data.settings``) needs none of them
 _LAZY = {
+    "LENGTH_DISTRIBUTIONS": "lengths",
+    "draw_lengths": "lengths",
+    "sample_lengths": "lengths",
+    "ASSIGN_MODES": "packing",
+    "COST_MODELS": "packing",
+    "assign_to_ranks": "packing",
+    "pack_sequences": "packing",
+    "sequence_cost": "packing",
+    "step_cost": "packing",
+    "karmarkar_karp": "partition",
     "Microbatch": "batches",
     "StepBatch": "batches",
     "collate_microbatch": "batches",

@@ -24,8 +24,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.sparse import csr_matrix
-from scipy.sparse.csgraph import connected_components
 
 from greenbench.errors import SpecError
 
@@ -104,6 +102,11 @@ class MarkovChain:
         return self
 
     def _init(self, successors: np.ndarray, probs: np.ndarray) -> None:
+        # scipy here, not at the top: a rank that never builds a chain (a user workload's)
+        # starts without importing it
+        from scipy.sparse import csr_matrix
+        from scipy.sparse.csgraph import connected_components
+
         v, k = successors.shape
         self.vocab_size = v
         self.branching = k

@@ -24,11 +24,11 @@ median). Truncated lognormals are drawn exactly by inverse CDF.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import ndtr, ndtri
 
 from greenbench.errors import SpecError
 
@@ -68,10 +68,19 @@ class LengthSample:
 def _truncated_lognormal(
     mu: float, sigma: float, low: float, high: float
 ) -> Callable[[int, np.random.Generator, int], np.ndarray]:
-    lo_p = float(ndtr((np.log(low) - mu) / sigma))
-    hi_p = float(ndtr((np.log(high) - mu) / sigma))
+    """Its draw; scipy is imported by the first draw, not by the registry, so a rank that
+    draws no such lengths (a user workload's) starts without importing it."""
+
+    @functools.cache
+    def bounds() -> tuple[float, float]:
+        from scipy.special import ndtr
+
+        return float(ndtr((np.log(low) - mu) / sigma)), float(ndtr((np.log(high) - mu) / sigma))
 
     def draw(n: int, rng: np.random.Generator, seq_len: int) -> np.ndarray:
+        from scipy.special import ndtri
+
+        lo_p, hi_p = bounds()
         u = rng.uniform(lo_p, hi_p, size=n)
         return np.clip(np.exp(mu + sigma * ndtri(u)), low, high)
 

@@ -11,6 +11,8 @@ from greenbench.errors import SpecError
 
 #: the longest idle window: a longer one only delays the run (its power is averaged over it)
 MAX_IDLE_S = 60.0
+#: how long a quiet idle baseline is reused by default (`greenbench.launcher.idle`)
+IDLE_MAX_AGE_S = 600.0
 
 
 @section("energy", "Where a run's joules come from, and its carbon.")
@@ -29,6 +31,13 @@ class EnergySettings:
     idle_s: float = setting(
         1.0,
         "idle-power sampling window before the suite (0 disables)",
+        bound=NON_NEGATIVE,
+        identity=NEVER,
+    )
+    idle_max_age_s: float = setting(
+        IDLE_MAX_AGE_S,
+        "seconds an idle baseline taken on a quiet machine is reused, by later configurations "
+        "and later runs on this machine (0: sampled for every configuration)",
         bound=NON_NEGATIVE,
         identity=NEVER,
     )

@@ -34,6 +34,7 @@ from greenbench.hardware.machine import (
     cpu_busy_seconds,
     cpu_model,
     logical_cores,
+    machine_key,
     read_json,
     write_json,
 )
@@ -43,6 +44,8 @@ CPU_GEMM_SOURCE = "cpu-gemm-calibration"
 _GEMM_CACHE: dict[tuple[int, str], float] = {}
 #: what stands behind each in-process figure (the disk cache entry's fields), for notes
 _GEMM_RECORDS: dict[tuple[int, str], dict[str, Any]] = {}
+#: seconds this process has spent calibrating (the harness's own cost a run stores)
+_SPENT_S = [0.0]
 _GEMM_SIZES = (256, 512, 1024, 1536)
 #: rounds over the sizes; each size's best round counts (sustained: each loop ~0.2 s)
 TRIALS = 3
@@ -133,11 +136,13 @@ def _calibrate(threads: int, dtype: torch.dtype, budget_s: float) -> dict[str, A
     torch.set_num_threads(threads)
     load_before = _loadavg_1m()
     before = _cpu_counters()
+    started = time.perf_counter()
     try:
         flops = float(_measure_gemm_flops(dtype, budget_s))
     finally:
         after = _cpu_counters()
         torch.set_num_threads(previous)
+        _SPENT_S[0] += time.perf_counter() - started
     load = _load_while(before, after, (load_before, _loadavg_1m()))
     return {
         "flops": flops,
@@ -208,6 +213,20 @@ def _record_of(key: tuple[int, str]) -> dict[str, Any] | None:
     return record
 
 
+def seconds_spent() -> float:
+    """Seconds this process has spent measuring CPU peaks so far: the difference across a
+    call is what that call cost (0 when its figure came from a cache)."""
+    return _SPENT_S[0]
+
+
+def disk_key(threads: int, dtype_name: str) -> str:
+    """A figure's key in the disk cache: this machine's fingerprint (`machine.machine_key`:
+    a new kernel, CPU or memory finds no old entry), its CPU, the threads, the dtype and
+    torch's version."""
+    machine = f"{machine_key()}|{cpu_model()}"
+    return f"{machine}|threads={threads}|{dtype_name}|torch={torch.__version__}"
+
+
 def cpu_gemm_peak_flops(
     threads: int | None = None,
     dtype: torch.dtype = torch.float32,
@@ -218,10 +237,11 @@ def cpu_gemm_peak_flops(
 ) -> float:
     """Measured peak FLOP/s of this CPU for ``threads`` intra-op threads and ``dtype``.
 
-    Cached in-process and on disk (``cache_dir()/gemm.json``, keyed by CPU model, threads,
-    dtype and torch version; each entry says when its figure was measured and under what load),
-    so a suite calibrates once per machine. A disk entry that no quiet measurement stands behind
-    is measured again, and the best figure kept. ``recalibrate`` measures again whatever the
+    Cached in-process and on disk (``cache_dir()/gemm.json``, keyed by `disk_key`: the
+    machine's fingerprint, CPU model, threads, dtype and torch version; each entry says when
+    its figure was measured and under what load), so a machine calibrates once, not every run.
+    A disk entry that no quiet measurement stands behind is measured again, and the best
+    figure kept. ``recalibrate`` measures again whatever the
     caches hold (the launcher's answer to a run that beat its peak); the figure never drops.
     The result is the "device peak" for CPU MFU, labelled ``CPU_GEMM_SOURCE`` where stored.
     """
@@ -230,9 +250,9 @@ def cpu_gemm_peak_flops(
     key = (threads, dtype_name)
     if key in _GEMM_CACHE and not recalibrate:
         return _GEMM_CACHE[key]
-    disk_key = f"{cpu_model()}|threads={threads}|{dtype_name}|torch={torch.__version__}"
+    key_on_disk = disk_key(threads, dtype_name)
     path = cache_dir() / "gemm.json"
-    previous = _entry(read_json(path).get(disk_key)) if use_disk_cache else None
+    previous = _entry(read_json(path).get(key_on_disk)) if use_disk_cache else None
     if previous is not None and previous["trusted"] and not recalibrate:
         entry = previous
     else:
@@ -241,7 +261,7 @@ def cpu_gemm_peak_flops(
             previous = mine
         entry = _merge(previous, _calibrate(threads, dtype, budget_s))
         if use_disk_cache:
-            write_json(path, {**read_json(path), disk_key: entry})
+            write_json(path, {**read_json(path), key_on_disk: entry})
     _GEMM_CACHE[key] = float(entry["flops"])
     _GEMM_RECORDS[key] = entry
     return float(entry["flops"])

@@ -1,42 +1,67 @@
 """What a run ran on: host, git commit, hardware and software versions, stored with every run
-so results can be re-analysed."""
+so results can be re-analysed.
+
+It imports no torch: ``greenbench measure`` fingerprints the machine without paying for
+torch's import (seconds). The GPUs are torch's view where torch is already loaded (the launcher,
+a user's own loop), else NVML's (`greenbench.hardware.nvidia`), and torch's version and CUDA are
+read from its installed files.
+"""
 
 from __future__ import annotations
 
+import ast
 import os
 import platform
 import socket
 import subprocess
 import sys
-from importlib import metadata
+from importlib import metadata, util
+from pathlib import Path
 from typing import Any
-
-import torch
 
 from greenbench.hardware import git
 from greenbench.hardware.machine import cpu_model, memory_bytes
+from greenbench.hardware.nvidia import driver_version, visible_gpus
 
 
 def _gpus() -> tuple[list[dict[str, Any]], str | None]:
-    gpus: list[dict[str, Any]] = []
-    if torch.cuda.is_available():
-        for i in range(torch.cuda.device_count()):
-            props = torch.cuda.get_device_properties(i)
-            gpus.append({"index": i, "name": props.name, "memory_bytes": props.total_memory})
-    driver = None
-    try:
-        import pynvml
+    torch = sys.modules.get("torch")
+    if torch is None:
+        gpus = [{"index": g.index, "name": g.name, "memory_bytes": g.memory_bytes}
+                for g in visible_gpus()]  # fmt: skip
+    else:
+        gpus = []
+        if torch.cuda.is_available():
+            for i in range(torch.cuda.device_count()):
+                props = torch.cuda.get_device_properties(i)
+                gpus.append({"index": i, "name": props.name, "memory_bytes": props.total_memory})
+    return gpus, driver_version()
 
-        pynvml.nvmlInit()
-        try:
-            driver = pynvml.nvmlSystemGetDriverVersion()
-        finally:
-            pynvml.nvmlShutdown()
-    except Exception:  # no NVIDIA driver (or no nvidia-ml-py): nothing to report
-        pass
-    if isinstance(driver, bytes):
-        driver = driver.decode()
-    return gpus, driver
+
+def torch_versions() -> tuple[str | None, str | None]:
+    """(torch's version, the CUDA it was built with) without importing torch where it is not
+    loaded yet: from ``torch/version.py``, the file torch's build writes them to."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        return torch.__version__, torch.version.cuda
+    try:
+        spec = util.find_spec("torch")
+    except (ImportError, ValueError):
+        return None, None
+    if spec is None or not spec.submodule_search_locations:
+        return None, None
+    found: dict[str, Any] = {}
+    try:
+        tree = ast.parse((Path(spec.submodule_search_locations[0]) / "version.py").read_text())
+    except (OSError, SyntaxError, ValueError):
+        return _version("torch"), None
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) else getattr(node, "target", None)
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            found[target.id] = value.value
+    version = found.get("__version__")
+    return (version if isinstance(version, str) else _version("torch")), found.get("cuda")
 
 
 def _version(dist: str) -> str | None:
@@ -68,6 +93,7 @@ def fingerprint() -> dict[str, Any]:
     from greenbench import __version__
 
     gpus, driver = _gpus()
+    torch_version, cuda = torch_versions()
     sha = _git("rev-parse", "HEAD")
     status = _git("status", "--porcelain", "--untracked-files=no") if sha else None
     return {
@@ -84,8 +110,8 @@ def fingerprint() -> dict[str, Any]:
         },
         "versions": {
             "python": sys.version.split()[0],
-            "torch": torch.__version__,
-            "cuda": torch.version.cuda,
+            "torch": torch_version,
+            "cuda": cuda,
             "transformers": _version("transformers"),
             "duckdb": _version("duckdb"),
             "greenbench": __version__,

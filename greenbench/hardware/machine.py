@@ -4,9 +4,11 @@
 from __future__ import annotations
 
 import functools
+import hashlib
 import json
 import os
 import platform
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +18,13 @@ def cache_dir() -> Path:
     ``~/.cache/greenbench``."""
     env = os.environ.get("GREENBENCH_CACHE_DIR")
     return Path(env) if env else Path.home() / ".cache" / "greenbench"
+
+
+def power_limit_journal() -> Path:
+    """The journal of GPU power limits greenbench changed and has not restored yet
+    (`greenbench.launcher.power_limits`): it exists only while it holds an entry, so every
+    command can tell in one ``stat`` whether there is anything to restore."""
+    return cache_dir() / "power-limits.json"
 
 
 @functools.cache
@@ -37,6 +46,27 @@ def memory_bytes() -> int | None:
         return int(psutil.virtual_memory().total)
     except Exception:  # psutil missing or unsupported platform
         return None
+
+
+def machine_key() -> str:
+    """A short hash of what a per-machine cache entry (a CPU calibration, an idle baseline)
+    depends on: the CPU, its logical cores, the memory, the operating system and kernel, the
+    Python and greenbench versions. A machine whose fingerprint changes (a new kernel, more
+    memory, an image moved to another CPU) finds none of its old entries, and measures anew.
+    The host's name is left out: CI runners and containers get a new one for the same
+    machine."""
+    from greenbench import __version__
+
+    parts = {
+        "cpu_model": cpu_model(),
+        "logical_cores": logical_cores(),
+        "memory_bytes": memory_bytes(),
+        "os": platform.platform(),
+        "python": sys.version.split()[0],
+        "greenbench": __version__,
+    }
+    text = json.dumps(parts, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def read_json(path: Path) -> dict[str, Any]:

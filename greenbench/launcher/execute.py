@@ -30,6 +30,7 @@ from greenbench.errors import WorkerFailed
 from greenbench.launcher import survivors
 from greenbench.launcher.cpu_quota import RankQuotas
 from greenbench.processes import die_with_parent, forget_stops, raise_if_stopped
+from greenbench.rank import stamps as rank_stamps
 from greenbench.rank.hangs import find_hang
 from greenbench.rank.ledger import read_ledgers
 from greenbench.results import RankResult, RunEvent
@@ -99,6 +100,10 @@ class Execution:
     events: list[RunEvent] = field(default_factory=list)  # a SkipPipe node killed (survivors)
     #: a fault-tolerant run's ledgers, by rank (`greenbench.rank.ledger`; {} for other runs)
     ledgers: dict[int, list[dict[str, Any]]] = field(default_factory=dict)
+    #: when the rank processes were started (seconds since the epoch), and when rank 0 reached
+    #: the points the harness's cost is measured between (`greenbench.rank.stamps`)
+    started_at: float | None = None
+    stamps: dict[str, float] = field(default_factory=dict)
 
 
 def execute(
@@ -133,6 +138,7 @@ def execute(
                 if quotas.warning:
                     warnings.append(quotas.warning)
             forget_stops()  # from here a stop swallowed while forking is remembered
+            started_at = time.time()
             proc = subprocess.Popen(
                 worker_command(spec, spec_file, out, rdzv),
                 stdout=log_f,
@@ -167,11 +173,12 @@ def execute(
             events, more = survivors.fault_events(spec, out, ranks)  # none without a kill
             warnings += more
             ledgers = read_ledgers(out)
+            timing = {"started_at": started_at, "stamps": rank_stamps.read(out)}
             if code == 0:
-                return Execution(ranks, warnings, events=events, ledgers=ledgers)
+                return Execution(ranks, warnings, events=events, ledgers=ledgers, **timing)
             why = first_error(out, code, log)
             warnings.append(f"{why} (after the results were gathered; they are kept)")
-            return Execution(ranks, warnings, keep(out, keep_logs), events, ledgers)
+            return Execution(ranks, warnings, keep(out, keep_logs), events, ledgers, **timing)
         if code == 0 and rdzv and rdzv.get("node_rank"):
             return Execution([], warnings)  # another node: rank 0 gathered these ranks' results
         message = first_error(out, code, log)
@@ -189,13 +196,15 @@ def run_checkpoints(spec: RunSpec, out: Path) -> Iterator[None]:
     """The run's own checkpoint folder (`greenbench.settings.fault.checkpoint_folder`) while it
     runs: made before the ranks start, so that one that cannot be written fails the run at
     once with the reason (WorkerFailed), and removed afterwards, however the run ended."""
-    from greenbench.rank.checkpoint import CheckpointError, check_writable
     from greenbench.settings.fault import NO_CHECKPOINTS, checkpoint_folder
 
     ckpt = spec.config.ckpt
     if ckpt is None or ckpt.every == NO_CHECKPOINTS:
         yield
         return
+    # torch's distributed checkpointing (seconds to import): only for a run that checkpoints
+    from greenbench.rank.checkpoint import CheckpointError, check_writable
+
     root = checkpoint_folder(ckpt.dir, out)
     try:
         check_writable(root)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,10 +108,12 @@ def run_specs(
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.hardware.fingerprint import fingerprint as machine_fingerprint
     from greenbench.launcher.cpu_quota import sweep_stale
+    from greenbench.rank.stamps import process_started_at
     from greenbench.store import new_run_id
 
     opts = options or RunOptions()
     emit: OnEvent = on_event or (lambda *_: None)
+    turn_began = process_started_at() or time.time()  # the first run's start-up: all of ours
     specs = [resolve_spec(sp) for sp in specs]
     sweep_stale()  # quota groups a killed launcher left behind
     sweep_stale_temp()  # and its working folders
@@ -147,7 +150,7 @@ def run_specs(
         carbon = carbon_intensity_g_per_kwh(spec.config.energy.region)
         ctx = RunContext(
             run_id, fingerprint, carbon, peaks[i], limit=limits.get(i), rdzv=opts.rdzv,
-            logs_dir=logs_dir_for(db_path) / run_id,
+            logs_dir=logs_dir_for(db_path) / run_id, began_at=turn_began,
         )  # fmt: skip
         if i in refused:
             reason = f"cannot fit this machine: {refused[i]} (--force runs it anyway)"
@@ -183,6 +186,7 @@ def run_specs(
              "others_busy_cores": outcome.others_busy_cores,
              "other_greenbench": outcome.other_greenbench},
         )  # fmt: skip
+        turn_began = time.time()  # the next configuration's turn
     return summary
 
 

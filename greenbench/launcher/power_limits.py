@@ -44,13 +44,12 @@ from greenbench.energy.power_limit import (
     PowerLimitRefused,
     clip_w,
 )
-from greenbench.hardware.machine import cache_dir
+from greenbench.hardware.machine import power_limit_journal
 from greenbench.rank import emulated_gpu
 from greenbench.rank.rank_meters import limit_requested
 from greenbench.settings import GpuSettings
 from greenbench.settings.runspec import RunSpec
 
-JOURNAL_NAME = "power-limits.json"
 #: the setting that holds the watts applied
 LIMIT_W = setting_of(GpuSettings, "power_limit_w").key
 
@@ -133,7 +132,7 @@ class Journal:
     """The file of limits greenbench changed and has not restored yet (module docstring)."""
 
     def __init__(self, path: Path | None = None) -> None:
-        self.path = Path(path) if path else cache_dir() / JOURNAL_NAME
+        self.path = Path(path) if path else power_limit_journal()
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[list[dict[str, Any]]]:

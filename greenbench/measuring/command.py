@@ -11,6 +11,16 @@ Tokens, for tokens/s and joules per token, come from ``--tokens N``, or from a s
 program writes: its path is in ``$GREENBENCH_TOKENS_FILE`` (or ``--tokens-file``), and it holds
 one whole number. Without either, tokens are unknown and so are the per-token figures.
 
+With ``--idle-s`` > 0 the node's idle power is subtracted for net energy: a baseline taken on a
+quiet machine within ``--idle-max-age-s`` (600 s by default, as a suite's
+``energy.idle_max_age_s``) is reused, else it is sampled now, watched for contention
+(`greenbench.launcher.idle`).
+
+The command starts as soon as greenbench can meter it: nothing on the way imports torch (``auto``
+asks NVML whether there is a GPU, `greenbench.hardware.nvidia`), numpy or the database; what
+greenbench cost before the command started and after it ended is stored with the run
+(``runs.harness_*``).
+
 A command that cannot start, or an option out of range (``--idle-s`` from 0 to 60 s, as a
 suite's ``energy.idle_s``), is bad input (one line, exit 2, nothing written); one that exits
 non-zero is stored as failed, without results, and its exit status is passed on; one killed by a
@@ -32,19 +42,15 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+from greenbench.energy.settings import IDLE_MAX_AGE_S
 from greenbench.errors import SpecError
-from greenbench.measuring.record import (
-    PROCESS_NOTE,
-    PROCESS_STRATEGY,
-    by_key,
-    check_name,
-    device_type,
-    run_record,
-    store_run,
-)
-from greenbench.results import RankResult
-from greenbench.settings import EnergySettings, RunSettings
+from greenbench.results import seconds_between
+
+if TYPE_CHECKING:
+    from greenbench.energy.base import EnergyWindow
+    from greenbench.launcher.idle import IdleBaseline
 
 TOKENS_ENV = "GREENBENCH_TOKENS_FILE"
 
@@ -105,14 +111,14 @@ def measure_command(
     energy_source: str = "auto",
     region: str = "world",
     idle_s: float = 0.0,
+    idle_max_age_s: float = IDLE_MAX_AGE_S,
 ) -> CommandResult:
     """Run ``argv`` under a meter and store the whole process's energy (module docstring)."""
     from greenbench.energy import select_meter
     from greenbench.energy.carbon import carbon_intensity_g_per_kwh
     from greenbench.energy.settings import MAX_IDLE_S
-    from greenbench.hardware.fingerprint import fingerprint
-    from greenbench.store import new_run_id
-    from greenbench.vocabulary import energy_label
+    from greenbench.launcher.idle import IdleCache, baseline, baseline_key
+    from greenbench.rank.stamps import process_started_at
 
     if not argv:
         raise SpecError(
@@ -126,9 +132,13 @@ def measure_command(
         raise SpecError(
             f"--idle-s must be a number of seconds from 0 to {MAX_IDLE_S:g}, got {idle_s:g}"
         )
+    if not (math.isfinite(idle_max_age_s) and idle_max_age_s >= 0):
+        raise SpecError(
+            f"--idle-max-age-s must be a number of seconds >= 0, got {idle_max_age_s:g}"
+        )
+    began = process_started_at()
     carbon = carbon_intensity_g_per_kwh(region)[0]
-    device = _device(device)
-    gpus = _visible_gpus() if device == "cuda" else []
+    device, gpus = _device(device)
     meter = select_meter(
         device, None if energy_source == "auto" else energy_source, gpu_indices=gpus, local_rank=0
     )
@@ -136,8 +146,10 @@ def measure_command(
         path = tokens_file or Path(tmp) / "tokens"
         env = dict(os.environ, **{TOKENS_ENV: str(path.absolute())})
         try:
-            idle_w = meter.idle_power_w(idle_s) if idle_s > 0 else None
+            key = baseline_key(device, meter.source, gpus, idle_s)
+            idle = baseline(meter, key, idle_s, idle_max_age_s, IdleCache())
             meter.begin()
+            started_at = time.time()
             start = time.perf_counter()
             try:
                 proc = subprocess.Popen(argv, env=env)
@@ -151,9 +163,54 @@ def measure_command(
                 raise
             seconds = time.perf_counter() - start
             window = meter.end()
+            ended = time.perf_counter()
         finally:
             meter.close()
         counted, note = (tokens, "") if tokens is not None else read_tokens(path)
+    return _store(
+        argv, db, code, seconds, window, counted, note, carbon=carbon, device=device, gpus=gpus,
+        label=label, name=name, energy_source=energy_source, region=region, idle=idle,
+        startup_s=seconds_between(began, started_at), ended=ended,
+    )  # fmt: skip
+
+
+def _store(
+    argv: list[str],
+    db: Path,
+    code: int,
+    seconds: float,
+    window: EnergyWindow,
+    counted: int | None,
+    note: str,
+    *,
+    carbon: float,
+    device: str,
+    gpus: list[int],
+    label: str | None,
+    name: str | None,
+    energy_source: str,
+    region: str,
+    idle: IdleBaseline,
+    startup_s: float | None,
+    ended: float,
+) -> CommandResult:
+    """Store what the command did (after it: the imports of the record, the settings and the
+    database are paid here, never before the command starts)."""
+    from greenbench.hardware.fingerprint import fingerprint
+    from greenbench.measuring.record import (
+        PROCESS_NOTE,
+        PROCESS_STRATEGY,
+        by_key,
+        check_name,
+        device_type,
+        run_record,
+        store_run,
+    )
+    from greenbench.results import HarnessCost, RankResult
+    from greenbench.settings import EnergySettings, RunSettings
+    from greenbench.store import new_run_id
+    from greenbench.vocabulary import energy_label
+
     command = shlex.join(argv)
     name = check_name(name or Path(argv[0]).name)
     settings = {
@@ -169,7 +226,7 @@ def measure_command(
         strategy=PROCESS_STRATEGY,
         settings=settings,
         label=label,
-        device_type=device_type(device),
+        device_type=device_type(device, gpus),
         fingerprint=fingerprint(),
         carbon_g_per_kwh=carbon,
         model_size=name,
@@ -182,16 +239,24 @@ def measure_command(
     )  # fmt: skip
     ok = code == 0
     exit_code, killed_by, error = exit_status(code)
+    harness = HarnessCost(
+        startup_s=startup_s,
+        baseline_s=idle.seconds,
+        baseline_age_s=idle.age_s,
+        teardown_s=time.perf_counter() - ended,
+    )
     run_id = store_run(
         db,
         record,
         [rank] if ok else [],
-        idle_power_w=idle_w,
+        idle_power_w=idle.watts,
+        idle_note=idle.why,
         peak=(None, None),
         carbon_g_per_kwh=carbon,
         notes=(PROCESS_NOTE, note),
         status="ok" if ok else "failed",
         error=error,
+        harness=harness,
     )
     return CommandResult(
         exit_code=exit_code,
@@ -222,21 +287,20 @@ def exit_status(returncode: int) -> tuple[int, str | None, str | None]:
     return status, name, f"the command was killed by signal {number} ({name}); exit status {status}"
 
 
-def _device(device: str) -> str:
+def _device(device: str) -> tuple[str, list[int]]:
+    """(the device a command is measured on, the CUDA indices of the GPUs metered): ``auto`` is
+    cuda where NVML sees a GPU a CUDA program here would see (no torch import: seconds)."""
     if device not in ("auto", "cpu", "cuda"):
         raise SpecError(f"--device must be auto, cpu or cuda, got {device!r}")
     if device == "cpu":
-        return device
-    import torch
+        return device, []
+    from greenbench.hardware.nvidia import visible_gpus
 
-    if device == "cuda" and not torch.cuda.is_available():
+    gpus = [gpu.index for gpu in visible_gpus()]
+    if device == "cuda" and not gpus:
         from greenbench.errors import DeviceUnavailable
 
-        raise DeviceUnavailable("--device cuda was asked but torch sees no CUDA device here")
-    return "cuda" if torch.cuda.is_available() else "cpu"
-
-
-def _visible_gpus() -> list[int]:
-    import torch
-
-    return list(range(torch.cuda.device_count()))
+        raise DeviceUnavailable(
+            "--device cuda was asked but NVML sees no GPU here (CUDA_VISIBLE_DEVICES included)"
+        )
+    return ("cuda", gpus) if gpus else ("cpu", [])

@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from greenbench.config import setting_of
 from greenbench.errors import SpecError
-from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
+from greenbench.results import HarnessCost, RankResult, RepeatResult, RunOutcome, RunRecord
 from greenbench.settings import SCHEMA, identity_of, seed_group_of
 from greenbench.vocabulary import (
     OWN_LOOP_STRATEGY,
@@ -115,12 +116,19 @@ def run_record(
     )
 
 
-def device_type(device: str) -> str:
-    """The ``runs.device_type`` of this machine's ``device`` (as the launcher names it)."""
+def device_type(device: str, gpus: list[int] | None = None) -> str:
+    """The ``runs.device_type`` of this machine's ``device`` (as the launcher names it); on
+    cuda the first of ``gpus`` (CUDA indices; default 0), named by torch where a loop runs
+    under torch, else by NVML (a whole process: no torch import)."""
     if device == "cuda":
-        import torch
+        first = (gpus or [0])[0]
+        torch = sys.modules.get("torch")
+        if torch is not None:
+            return torch.cuda.get_device_name(first)
+        from greenbench.hardware.nvidia import visible_gpus
 
-        return torch.cuda.get_device_name(0)
+        names = {gpu.index: gpu.name for gpu in visible_gpus()}
+        return names.get(first, "unknown GPU")
     from greenbench.hardware.machine import cpu_model
 
     return f"cpu:{cpu_model()}"
@@ -138,10 +146,13 @@ def store_run(
     mfu_note: str = "",
     status: str = "ok",
     error: str | None = None,
+    idle_note: str = "",
+    harness: HarnessCost | None = None,
 ) -> str:
     """Write one measured run (its single repeat aggregated from ``ranks``); return its id.
     ``notes`` go in front of the repeat's energy note (e.g. `PROCESS_NOTE`), ``mfu_note`` (where
-    the FLOPs came from) in front of its MFU note."""
+    the FLOPs came from) in front of its MFU note; ``idle_note`` says why the idle baseline is
+    unreliable (net energy unknown); ``harness``: what greenbench itself cost the run."""
     from dataclasses import replace
 
     from greenbench.aggregate import aggregate_repeat
@@ -155,6 +166,7 @@ def store_run(
             peak_flops=peak[0],
             n_devices=int(record.nproc) * int(record.nnodes),
             carbon_g_per_kwh=carbon_g_per_kwh,
+            idle_sample_note=idle_note,
         )
         note = "; ".join(filter(None, (*notes, repeat.energy_note)))
         mfu = "; ".join(filter(None, (mfu_note, repeat.mfu_note)))
@@ -166,6 +178,7 @@ def store_run(
         error=error,
         peak_flops=peak[0],
         peak_flops_source=peak[1],
+        harness=harness or HarnessCost(),
     )
     with Store(db) as store:
         store.begin_run(record.row())

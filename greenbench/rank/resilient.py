@@ -30,6 +30,7 @@ import torch
 
 from greenbench.distributed.comm import CommRecorder
 from greenbench.distributed.device import DistContext, synchronize
+from greenbench.rank import stamps
 from greenbench.rank.checkpoint import (
     Checkpoints,
     check_writable,
@@ -87,6 +88,9 @@ def train_resilient(
             make_optimizer(strategy.parameters(model), train.lr, ctx.device)
         )
         schedule = strategy.schedule(workload.loss)
+        stamps.mark("ready")
+        if ctx.rank == 0:  # now: a failure may end this process before the results are written
+            stamps.write(out)
         checkpoints = Checkpoints(root, ctx, asynchronous=ckpt.mode == "async")
         start = resume_point(root, every, ctx)
         for step in range(train.warmup_steps):  # a restart from a checkpoint needs none
@@ -160,6 +164,7 @@ def train_resilient(
             )  # fmt: skip
         if config.debug.save_final:
             final_parameters(strategy, model, optimizer, ctx, Path(config.debug.save_final))
+        stamps.mark("trained")
         ledger.write("end", attempt=attempt, t=time.time())
         ledger.close()
         return [told(ctx, read_ledger(ledger_path(out, ctx.rank)), memory)]

@@ -32,7 +32,7 @@ import torch
 from greenbench.distributed.comm import CommRecorder
 from greenbench.distributed.device import DistContext, synchronize
 from greenbench.processes import die_with_parent, exit_now
-from greenbench.rank import emulated_gpu
+from greenbench.rank import emulated_gpu, stamps
 from greenbench.rank.faults import Faults
 from greenbench.rank.hangs import dump_stacks_on_request
 from greenbench.rank.rank_meters import rank_meters
@@ -121,12 +121,14 @@ def runs_to_target(
         strategy.configure(config)
         model = strategy.parallelize(workload.model)
         try:
+            stamps.mark("ready")  # no warm-up: the first step is the first repeat's
             results.append(
                 train_to_target(spec, ctx, strategy, model, comm, workload, repeat, target)
             )
         finally:
             strategy.close()
         del model, strategy
+    stamps.mark("trained")
     return results
 
 
@@ -154,9 +156,11 @@ def prime(
             make_optimizer(strategy.parameters(model), config.train.lr, ctx.device)
         )
         schedule = strategy.schedule(workload.loss)
+        stamps.mark("ready")
         # whole periods: a method that synchronises every few steps does so here too
         for step in range(whole_periods(config.train.warmup_steps, strategy.period)):
             schedule.train_step(model, optimizer, strategy.assignment.batch(workload.batches, step))
+            stamps.mark("first_step")
         if workload.held_out is not None:
             schedule.evaluate(model, strategy.assignment.batch(workload.held_out, 0))
         synchronize(ctx.device)
@@ -194,6 +198,7 @@ def train_and_measure(
 
     step = 0
     warm_times, warm_flops = [], []
+    stamps.mark("ready")
     # whole periods: the first window starts where the replicas agree (Strategy.period)
     for _ in range(whole_periods(warmup_steps(train), strategy.period)):
         t0 = time.perf_counter()
@@ -201,6 +206,7 @@ def train_and_measure(
         with flops.counting(batch) if step == 0 else contextlib.nullcontext():
             schedule.train_step(model, optimizer, batch)
         warm_times.append(time.perf_counter() - t0)
+        stamps.mark("first_step")
         if emulated:  # an emulated GPU's base step is a FLOP rate
             warm_flops.append(flops.of(batch) * strategy.flops_fraction)
         step += 1
@@ -278,6 +284,7 @@ def train_and_measure(
             results.append(
                 rank_result(ctx, repeat, tally, seconds, window, tuple(records), beside, state)
             )
+        stamps.mark("trained")
     finally:
         meters.close()
     return results
@@ -352,6 +359,7 @@ def main(argv: list[str] | None = None) -> int:
 
     Returns the exit code; ``python -m greenbench.rank.worker`` then ends the process with
     `exit_now`, never through interpreter finalization (see there)."""
+    stamps.mark("imported")  # the interpreter and this module's imports are done
     parser = argparse.ArgumentParser(prog="greenbench.rank.worker")
     parser.add_argument("--spec", required=True, type=Path)
     parser.add_argument("--out", required=True, type=Path)
@@ -373,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         results = run_rank(spec, args.out)
         gathered = gather(results, ctx)
         if gathered is not None:
+            stamps.write(args.out)  # before the results: the launcher reads both once they are
             tmp = args.out / "results.json.tmp"
             tmp.write_text(json.dumps([r.to_dict() for r in gathered]))
             tmp.replace(args.out / "results.json")

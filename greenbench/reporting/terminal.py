@@ -18,7 +18,12 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from greenbench.vocabulary import EMULATED_SOURCE, energy_label, is_simulated
+from greenbench.vocabulary import (
+    EMULATED_SOURCE,
+    WHOLE_PROCESS_STRATEGY,
+    energy_label,
+    is_simulated,
+)
 from greenbench.vocabulary.flops import CAUSAL, PALM, mfu_header
 from greenbench.vocabulary.trust import Trust
 
@@ -172,6 +177,8 @@ def run_detail(db_path: Path, run_id: str, *, all_settings: bool = False) -> Non
         + ("" if all_settings else f" ({len(settings)} in all: --all)")
     )
     results = run.get("results", [])
+    if line := harness_line(run, results):
+        console.print(line)
     if run.get("status") == "ok":
         trust_lines(run, results)
     if results:
@@ -309,6 +316,50 @@ def trust_lines(run: dict[str, Any], results: list[dict[str, Any]]) -> None:
     console.print(f"trust: [yellow]{escape(mark)}[/yellow]" if mark else "trust: nothing lowers it")
     for signal in trust.signals():
         console.print(f"  {escape(signal)}")
+
+
+def _seconds(value: Any) -> str:
+    return f"{value:.2f} s" if value < 10 else f"{value:.1f} s"
+
+
+def _age(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 120 else f"{seconds / 60:.1f} min"
+
+
+def harness_line(run: dict[str, Any], results: list[dict[str, Any]]) -> str:
+    """What greenbench itself cost the run (``runs.harness_*``, `greenbench.results.HarnessCost`)
+    in one markup-safe line: start-up before the first step (a whole process: before the
+    command started) with its parts, and teardown after the last window; a reused idle
+    baseline says so, with its age. "" for a run stored without them."""
+    keys = ("harness_startup_s", "harness_ranks_s", "harness_calibration_s",
+            "harness_baseline_s", "idle_baseline_age_s", "harness_teardown_s")  # fmt: skip
+    cost = {k: None if _missing(run.get(k)) else float(run[k]) for k in keys}
+    if all(v is None for v in cost.values()):
+        return ""
+    whole = run.get("strategy") == WHOLE_PROCESS_STRATEGY
+    first = "the command started" if whole else "the first step"
+    startup = cost["harness_startup_s"]
+    head = f"{_seconds(startup)} before {first}" if startup is not None else f"{first}: unknown"
+    parts = []
+    if cost["harness_ranks_s"] is not None:
+        parts.append(f"rank start-up {_seconds(cost['harness_ranks_s'])}")
+    calibration = cost["harness_calibration_s"]
+    if calibration is not None and not whole:
+        parts.append(f"peak calibration {_seconds(calibration)}" if calibration > 0
+                     else "peak calibration cached")  # fmt: skip
+    age, sampled = cost["idle_baseline_age_s"], cost["harness_baseline_s"]
+    watts = next((r.get("idle_power_w") for r in results if not _missing(r.get("idle_power_w"))),
+                 None)  # fmt: skip
+    at = f" {_fmt(watts, '.4g')} W" if watts is not None else ""
+    if age is not None:
+        parts.append(f"idle baseline{at} reused, taken quiet {_age(age)} before the run")
+    elif sampled is not None:
+        parts.append(f"idle baseline{at} sampled in {_seconds(sampled)}")
+    line = f"harness: {head}" + (f" ({'; '.join(parts)})" if parts else "")
+    if cost["harness_teardown_s"] is not None:
+        after = "after it ended" if whole else "after the last window"
+        line += f"; {_seconds(cost['harness_teardown_s'])} {after}"
+    return escape(line)
 
 
 def beside_line(r: dict[str, Any]) -> str:

@@ -9,12 +9,14 @@ import os
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import duckdb
-import pandas as pd
 
 from greenbench.errors import StoreError
+
+if TYPE_CHECKING:
+    import pandas as pd  # DuckDB imports it where a frame is read (.df())
 
 _JSON_COLUMNS = ("config", "hardware", "versions", "step_times_s", "warnings", "kernels")
 _DUCKDB_MAGIC = b"DUCK"  # bytes 8..12 of every DuckDB database file

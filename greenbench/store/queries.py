@@ -6,10 +6,9 @@ results and the export read MFU against the machine's peak, the run's own beside
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import pandas as pd
 
 from greenbench.errors import OutputError, StoreError
 from greenbench.outputs import atomic_file, resolve_target
@@ -17,6 +16,9 @@ from greenbench.store import views, writer
 from greenbench.store.connection import _fetch_dicts, _read, read_every_table, read_frame
 from greenbench.vocabulary import TARGET_FIGURES
 from greenbench.vocabulary.trust import Trust, interval_for
+
+if TYPE_CHECKING:
+    import pandas as pd  # DuckDB imports it where a frame is read (.df())
 
 
 def list_runs(db_path: str | Path, limit: int | None = 50, **filters: Any) -> pd.DataFrame:

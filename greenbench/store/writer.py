@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 import duckdb
-import pandas as pd
 
 from greenbench.errors import StoreError
 from greenbench.results import RepeatResult, RunOutcome
@@ -338,20 +337,22 @@ class Store:
             for r in outcome.ranks
             for c in r.comm
         ]
-        samples = pd.DataFrame(
+        samples = _samples_frame(
             [
                 (run_id, r.repeat, r.rank, s.t_s, s.power_w, s.component)
                 for r in outcome.ranks
                 for w in (r.energy, *r.extra_energy)
                 if w is not None
                 for s in w.samples
-            ],
-            columns=["run_id", "repeat", "rank", "t_s", "power_w", "component"],
+            ]
         )
         parts = sorted({p for r in outcome.repeats for p in r.energy_source.split("+")})
         source = "+".join(parts) if parts else None
         measured = all(r.energy_measured for r in outcome.repeats) if outcome.repeats else None
         hardware = json.dumps(outcome.hardware, sort_keys=True) if outcome.hardware else None
+        # what greenbench cost the run (schema version 16 on: every database the store opens
+        # is migrated to it; a file held at an older version in a test simply lacks them)
+        harness = {c: v for c, v in outcome.harness.row().items() if c in self._columns}
         try:
             with self._transaction(self.write_wait_s) as con:
                 self._own_row(con, run_id)
@@ -384,7 +385,7 @@ class Store:
                         "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                         events,
                     )
-                if len(samples):
+                if samples is not None:
                     con.register("_greenbench_samples", samples)
                     cols = ", ".join(samples.columns)
                     con.execute(
@@ -399,12 +400,13 @@ class Store:
                     "peak_flops_source = COALESCE(?, peak_flops_source), "
                     "hardware = COALESCE(?::JSON, hardware), warnings = ?::JSON, error_tail = ?, "
                     "log_path = ?, contended = ?, others_busy_cores = ?, other_greenbench = ?, "
-                    "target_loss = COALESCE(?::DOUBLE, target_loss) WHERE run_id = ?",
+                    + "".join(f"{column} = ?, " for column in harness)
+                    + "target_loss = COALESCE(?::DOUBLE, target_loss) WHERE run_id = ?",
                     [outcome.status, outcome.error, outcome.failed_rank, _utcnow(), source,
                      measured, outcome.peak_flops, outcome.peak_flops_source, hardware,
                      json.dumps(outcome.warnings) if outcome.warnings else None,
                      outcome.error_tail, outcome.log_path, outcome.contended,
-                     outcome.others_busy_cores, outcome.other_greenbench,
+                     outcome.others_busy_cores, outcome.other_greenbench, *harness.values(),
                      targets[0] if targets else None, run_id],
                 )  # fmt: skip
         except StoreError as exc:
@@ -510,6 +512,17 @@ def _apply_migrations(con: duckdb.DuckDBPyConnection, from_version: int) -> None
         else:
             step(con)
         con.execute("INSERT INTO schema_version VALUES (?, ?)", [version + 1, _utcnow()])
+
+
+def _samples_frame(rows: list[tuple[Any, ...]]) -> Any:
+    """Power samples as a pandas frame DuckDB inserts in one statement (thousands of rows:
+    ``executemany`` is slow for them), or None without any; pandas is imported only then, so
+    a run without samples (a whole process's estimate) is stored without paying for it."""
+    if not rows:
+        return None
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=["run_id", "repeat", "rank", "t_s", "power_w", "component"])
 
 
 def _result_row(run_id: str, r: RepeatResult) -> dict[str, Any]:

@@ -51,23 +51,26 @@ class WorkloadLoadError(SpecError):
 
 @dataclass(frozen=True, slots=True)
 class LoadedWorkload:
-    """A user workload, where it came from, and the package version that provided it."""
+    """A user workload, where it came from, and (`provenance`) the package version that
+    provided it and the commit of its source, looked up when first asked: the launcher stores
+    them with each run, a rank needs neither (scanning the installed packages and asking git
+    cost it seconds of start-up)."""
 
     ref: str  # "module:attribute", the canonical name runs are stored under
     workload: Workload
-    package: str | None = None
-    version: str | None = None
-    git_sha: str | None = None
+    module_name: str = ""
+    module_file: str | None = None
     registered_as: str | None = None  # its name in the entry-point group, if registered
 
     def provenance(self) -> dict[str, Any]:
         """What is stored with each run (``runs.versions``), beside greenbench's own versions."""
+        package, version = _distribution(self.module_name)
         return {
             "entry_point": self.ref,
             "name": self.workload.name,
-            "package": self.package,
-            "version": self.version,
-            "git_sha": self.git_sha,
+            "package": package,
+            "version": version,
+            "git_sha": _git_sha(self.module_file),
         }
 
 
@@ -136,13 +139,11 @@ def _load(ref: str, registered_as: str | None) -> LoadedWorkload:
                 f"{where} returned {type(target).__name__}, not a greenbench.Workload"
             )
     check(target, where)
-    package, version = _distribution(module_name)
     return LoadedWorkload(
         ref=ref,
         workload=target,
-        package=package,
-        version=version,
-        git_sha=_git_sha(getattr(module, "__file__", None)),
+        module_name=module_name,
+        module_file=getattr(module, "__file__", None),
         registered_as=registered_as,
     )
 
@@ -211,6 +212,7 @@ def check(wl: Workload, where: str) -> None:
         raise WorkloadLoadError(f"{where}: Workload.seq_len must be an integer >= 0")
 
 
+@functools.cache
 def _distribution(module_name: str) -> tuple[str | None, str | None]:
     """(distribution, version) that provides ``module_name``'s top-level package, if installed."""
     top = module_name.split(".", 1)[0]
@@ -223,6 +225,7 @@ def _distribution(module_name: str) -> tuple[str | None, str | None]:
     return None, None
 
 
+@functools.cache
 def _git_sha(module_file: str | None) -> str | None:
     """The commit of the git checkout holding ``module_file`` (None outside one)."""
     if not module_file:

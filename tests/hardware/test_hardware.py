@@ -187,12 +187,48 @@ def test_an_old_entry_without_its_load_is_measured_again(
 ) -> None:
     """The cache as older versions wrote it: a bare number, for good. Nothing says when or
     under what load it was taken, so it is measured again, and the better figure kept."""
-    key = f"{machine.cpu_model()}|threads=2|float32|torch={torch.__version__}"
+    key = cpu_peak.disk_key(2, "float32")
     fresh_cache.parent.mkdir(parents=True)
     fresh_cache.write_text(json.dumps({key: 161e9}))
     measuring(monkeypatch, 224e9)
     assert cpu_peak.cpu_gemm_peak_flops(2) == 224e9
     assert disk_entry(fresh_cache)["trusted"] is True
+
+
+def test_a_calibration_is_reused_per_machine_fingerprint_and_a_new_one_measures_again(
+    fresh_cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A trusted figure is taken from the disk by every later process of this machine
+    (a hit: nothing measured); a machine whose fingerprint changed (a new kernel, more memory,
+    another CPU under the same image) finds no entry and measures (a miss), beside the old."""
+    taken = measuring(monkeypatch, 224e9, 180e9)
+    monkeypatch.setattr(cpu_peak, "machine_key", lambda: "machine-a")
+    assert cpu_peak.cpu_gemm_peak_flops(2) == 224e9
+    spent = cpu_peak.seconds_spent()
+    monkeypatch.setattr(cpu_peak, "_GEMM_CACHE", {})  # the next process, same machine: a hit
+    assert cpu_peak.cpu_gemm_peak_flops(2) == 224e9 and taken == [224e9]
+    assert cpu_peak.seconds_spent() == spent  # a hit costs no calibration
+    monkeypatch.setattr(cpu_peak, "_GEMM_CACHE", {})  # the fingerprint changed: a miss
+    monkeypatch.setattr(cpu_peak, "machine_key", lambda: "machine-b")
+    assert cpu_peak.cpu_gemm_peak_flops(2) == 180e9 and taken == [224e9, 180e9]
+    assert cpu_peak.seconds_spent() > spent
+    keys = sorted(json.loads(fresh_cache.read_text()))
+    assert [k.split("|")[0] for k in keys] == ["machine-a", "machine-b"]
+
+
+def test_the_machine_key_follows_the_fingerprint(monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a per-machine cache entry depends on changes its key; the host's name does not."""
+    import socket
+
+    key = machine.machine_key()
+    assert key == machine.machine_key() and len(key) == 16
+    monkeypatch.setattr(socket, "gethostname", lambda: "another-ci-runner")
+    assert machine.machine_key() == key
+    monkeypatch.setattr(machine, "memory_bytes", lambda: 1)
+    assert machine.machine_key() != key
+    monkeypatch.undo()
+    monkeypatch.setattr(machine.platform, "platform", lambda: "Linux-9.9-other-kernel")
+    assert machine.machine_key() != key
 
 
 def test_recalibrating_measures_again_and_never_drops(
@@ -265,3 +301,69 @@ def test_fingerprint_without_nvml_driver(monkeypatch: pytest.MonkeyPatch) -> Non
 
     monkeypatch.setattr(pynvml, "nvmlInit", no_driver)
     assert fingerprint_mod.fingerprint()["hardware"]["gpu_driver"] is None
+
+
+class _FakeNvml:
+    """pynvml's calls a GPU listing makes: three physical GPUs."""
+
+    class _Memory:
+        total = 80 * 2**30
+
+    def __init__(self) -> None:
+        self.gpus = {0: ("GPU-a", "NVIDIA H100"), 1: ("GPU-b", "NVIDIA A100"), 2: ("GPU-c", "L4")}
+        self.open = 0
+
+    def nvmlInit(self) -> None:
+        self.open += 1
+
+    def nvmlShutdown(self) -> None:
+        self.open -= 1
+
+    def nvmlDeviceGetCount(self) -> int:
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> int:
+        return i
+
+    def nvmlDeviceGetHandleByUUID(self, uuid: str) -> int:
+        return next(i for i, (u, _) in self.gpus.items() if u == uuid)
+
+    def nvmlDeviceGetName(self, h: int) -> bytes:
+        return self.gpus[h][1].encode()
+
+    def nvmlDeviceGetMemoryInfo(self, h: int) -> _Memory:
+        return self._Memory()
+
+    def nvmlSystemGetDriverVersion(self) -> str:
+        return "550.54"
+
+
+def test_visible_gpus_are_numbered_as_cuda_numbers_them_without_torch() -> None:
+    from greenbench.hardware.nvidia import driver_version, visible_gpus
+
+    nv = _FakeNvml()
+    every = visible_gpus(None, nv)
+    assert [(g.index, g.name) for g in every] == [(0, "NVIDIA H100"), (1, "NVIDIA A100"), (2, "L4")]
+    assert every[0].memory_bytes == 80 * 2**30
+    assert [g.name for g in visible_gpus("2,0", nv)] == ["L4", "NVIDIA H100"]
+    assert [(g.index, g.name) for g in visible_gpus("GPU-b", nv)] == [(0, "NVIDIA A100")]
+    assert visible_gpus("", nv) == [] and visible_gpus("1,7,0", nv)[-1].name == "NVIDIA A100"
+    assert visible_gpus("MIG-x", nv) == []
+    assert nv.open == 0  # every init shut down
+    assert driver_version(nv) == "550.54"
+
+
+def test_the_fingerprint_reads_torchs_versions_without_importing_it() -> None:
+    """In a fresh interpreter: the fingerprint names torch's version and CUDA as torch would,
+    and torch is still not imported."""
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys; from greenbench.hardware.fingerprint import fingerprint; "
+        "v = fingerprint()['versions']; print(json.dumps([v['torch'], v['cuda'], "
+        "'torch' in sys.modules]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    version, cuda, loaded = json.loads(out.stdout)
+    assert (version, cuda, loaded) == (torch.__version__, torch.version.cuda, False)

@@ -19,6 +19,7 @@ from greenbench.energy.rapl import RaplMeter
 from greenbench.errors import DoesNotFit
 from greenbench.launcher import launch
 from greenbench.launcher.execute import Execution
+from greenbench.launcher.idle import NO_BASELINE
 from greenbench.launcher.runners import torchrun
 from greenbench.results import RankResult
 from greenbench.spec import DEFAULTS, expand
@@ -187,7 +188,7 @@ TOML_VALUE = st.one_of(
 def stub_the_run(monkeypatch) -> None:
     """The launcher boundary: no rank processes, no idle-power sampling of the machine."""
     monkeypatch.setattr(torchrun, "execute", fake_execute)
-    monkeypatch.setattr(torchrun.IdlePower, "get", lambda self, spec: (None, ""))
+    monkeypatch.setattr(torchrun.IdlePower, "get", lambda self, spec: NO_BASELINE)
 
 
 def check_outcome(result, db: Path) -> None:

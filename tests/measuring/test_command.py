@@ -3,6 +3,7 @@ whole-process measurement; tokens from ``--tokens`` or the file the program writ
 
 from __future__ import annotations
 
+import subprocess
 import sys
 from pathlib import Path
 
@@ -91,3 +92,72 @@ def test_an_idle_time_that_is_no_finite_bounded_number_is_one_line_exit_2(tmp_pa
     (line,) = result.stderr.strip().splitlines()
     assert "--idle-s" in line and idle in line, line
     assert not db.exists()
+
+
+#: what the measured command prints on stderr once it runs: every import the measuring
+#: greenbench reported before this line (``-X importtime`` writes each as it happens) came
+#: before the command started
+STARTED = "the measured command runs"
+HEAVY = ("torch", "numpy", "scipy", "pandas", "duckdb", "transformers")
+
+
+@pytest.mark.slow
+def test_measure_imports_nothing_heavy_before_the_command_and_never_torch(tmp_path: Path):
+    """The command starts as soon as greenbench can meter it: no torch, numpy, scipy, pandas
+    or database import before it (the database is opened after it ends), and no torch at all
+    (``--device auto`` asks NVML); what it cost is stored with the run."""
+    db = tmp_path / "r.duckdb"
+    command = f"import sys; print({STARTED!r}, file=sys.stderr)"
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "greenbench", "measure", "--db", str(db),
+         "--", sys.executable, "-c", command],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    before = lines[: lines.index(STARTED)]
+    imported = [ln.rsplit("|", 1)[1].strip() for ln in lines if ln.startswith("import time:")]
+    early = [ln.rsplit("|", 1)[1].strip() for ln in before if ln.startswith("import time:")]
+    assert "greenbench.measuring.command" in early  # the check sees the measuring path
+    assert not [m for m in early if m.split(".")[0] in HEAVY]
+    assert "duckdb" in imported  # after the command: the run is stored
+    assert not [m for m in imported if m.split(".")[0] == "torch"]
+    ((startup, baseline, age, teardown),) = rows(
+        db, "SELECT harness_startup_s, harness_baseline_s, idle_baseline_age_s, "
+        "harness_teardown_s FROM runs"
+    )  # fmt: skip
+    assert startup > 0 and teardown >= 0
+    assert baseline is None and age is None  # no idle baseline asked (--idle-s 0)
+
+
+class _QuietWatch:
+    def __enter__(self) -> _QuietWatch:
+        return self
+
+    def __exit__(self, *exc: object) -> bool:
+        self.contended, self.others_busy_cores, self.seen = False, 0.0, ""
+        return False
+
+
+@pytest.mark.slow
+def test_an_idle_baseline_taken_quiet_is_reused_by_the_next_measure_and_labelled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+):
+    """The machine's contention is faked quiet at the watch: the first measure samples idle
+    power, the second reuses it (no sampling, its age stored); ``--idle-max-age-s 0`` samples
+    anew."""
+    from greenbench.launcher import idle
+
+    monkeypatch.setenv("GREENBENCH_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setattr(idle, "ContentionWatch", _QuietWatch)
+    db = tmp_path / "r.duckdb"
+    for extra in ([], [], ["--idle-max-age-s", "0"]):
+        done = measure("--idle-s", "0.2", *extra, "--db", str(db), "--", sys.executable, "-c", "")
+        assert done.exit_code == 0, done.output
+    (first, second, third) = rows(
+        db, "SELECT r.harness_baseline_s, r.idle_baseline_age_s, x.idle_power_w FROM runs r "
+        "JOIN results x USING (run_id) ORDER BY r.started_at"
+    )  # fmt: skip
+    assert first[0] >= 0.2 and first[1] is None
+    assert second[0] == 0 and second[1] > 0 and second[2] == first[2]  # reused, with its age
+    assert third[0] >= 0.2 and third[1] is None  # max age 0: sampled again

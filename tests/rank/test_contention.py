@@ -64,6 +64,8 @@ def test_another_greenbench_run_is_counted_never_named(tmp_path: Path):
 class _SleepingMeter:
     """A meter whose idle sample is a sleep: what the launcher's watch sees is the machine."""
 
+    source = "estimate"
+
     def idle_power_w(self, seconds: float) -> float:
         time.sleep(seconds)
         return 10.0
@@ -72,9 +74,11 @@ class _SleepingMeter:
         pass
 
 
-def test_an_idle_sample_taken_on_a_busy_machine_is_unreliable(monkeypatch: pytest.MonkeyPatch):
+def test_an_idle_sample_taken_on_a_busy_machine_is_unreliable(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+):
     import greenbench.energy
-    from greenbench.launcher.runners.torchrun import IdlePower
+    from greenbench.launcher.idle import IdleCache, IdlePower
     from greenbench.settings.runspec import RunSpec
 
     monkeypatch.setattr(greenbench.energy, "select_meter", lambda *a, **k: _SleepingMeter())
@@ -85,11 +89,13 @@ def test_an_idle_sample_taken_on_a_busy_machine_is_unreliable(monkeypatch: pytes
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.3)
-        idle = IdlePower()
-        watts, why = idle.get(spec)
+        cache = IdleCache(tmp_path / "idle.json")
+        baseline = IdlePower(cache).get(spec)
     finally:
         busy.kill()
         busy.wait()
-    assert watts == 10.0  # what was sampled, kept to say why it is not used
+    assert baseline.watts == 10.0  # what was sampled, kept to say why it is not used
+    why = baseline.why
     assert why.startswith("idle power sampled while ") and "cores busy" in why
-    assert idle._cache == {}  # not reused: the next configuration samples again
+    # not kept, so not reused: the next configuration samples again
+    assert not (tmp_path / "idle.json").exists() and cache._mine == {}

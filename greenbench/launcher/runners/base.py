@@ -35,18 +35,21 @@ class Shape:
 @dataclass(frozen=True, slots=True)
 class Peak:
     """The peak FLOP/s per device a run's MFU is relative to (None: unknown), where it came
-    from, and the device type the run names."""
+    from, the device type the run names, and what measuring it cost (a CPU calibration)."""
 
     flops: float | None
     source: str | None
     device_type: str
+    #: seconds measuring it took now (0: a cached figure; None: not known)
+    calibration_s: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class RunContext:
     """What the launcher hands a runner for one run: its id, this machine's fingerprint, the
     region's carbon intensity (g/kWh, where from), the configuration's peak, the power limit
-    held around it, the rendezvous of a multi-node run, and where failed runs keep their logs."""
+    held around it, the rendezvous of a multi-node run, where failed runs keep their logs, and
+    when the run's turn began (for its start-up cost)."""
 
     run_id: str
     fingerprint: Mapping[str, Any]
@@ -55,6 +58,9 @@ class RunContext:
     limit: LimitPlan | None = None
     rdzv: dict[str, Any] | None = None
     logs_dir: Path | None = None
+    #: when this run's turn began (seconds since the epoch): the greenbench process's start for
+    #: a session's first configuration, else the end of the one before (`HarnessCost`)
+    began_at: float | None = None
 
 
 class Runner(Protocol):

@@ -4,18 +4,23 @@ The normal path. Each configuration's ranks run as ``python -m greenbench.rank.w
 rank) or through torchrun (several; `greenbench.launcher.execute`), under the power limit the
 launcher planned, while the machine is watched for contention; their windows are aggregated
 into one row per repeat, MFU against the device's peak (a GPU's datasheet figure, or a CPU
-calibration, measured again when a run beats it). The node's idle power is sampled once per
-session and energy source, and reused. A rank that fails makes a ``failed`` outcome naming the
-rank, its last lines and where its logs were kept.
+calibration, measured again when a run beats it). The node's idle power is sampled, or reused
+while fresh and taken quiet (`greenbench.launcher.idle`). What the harness itself cost (start-up
+to the first step, the ranks' share of it, calibration, idle baseline, teardown) goes with the
+outcome (`HarnessCost`). A rank that fails makes a ``failed`` outcome naming the rank, its last
+lines and where its logs were kept.
 """
 
 from __future__ import annotations
 
+import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from greenbench.errors import WorkerFailed
 from greenbench.launcher.execute import execute, failed_rank_of, threads_per_rank
+from greenbench.launcher.idle import IdlePower
 from greenbench.launcher.power_limits import held_limit
 from greenbench.launcher.preflight import (
     why_it_cannot_fit,
@@ -26,7 +31,14 @@ from greenbench.launcher.runners.base import Peak, RunContext, Shape
 from greenbench.launcher.runners.record import build_record, model_kernels
 from greenbench.rank import user_run
 from greenbench.rank.contention import ContentionWatch
-from greenbench.results import RankResult, RepeatResult, RunOutcome, RunRecord
+from greenbench.results import (
+    HarnessCost,
+    RankResult,
+    RepeatResult,
+    RunOutcome,
+    RunRecord,
+    seconds_between,
+)
 from greenbench.settings.runspec import RunSpec
 from greenbench.vocabulary import is_user_workload
 
@@ -49,7 +61,10 @@ class TorchrunRunner:
         return Shape(run.nnodes, run.nproc, launches_ranks=True)
 
     def peak(self, spec: RunSpec) -> Peak:
-        return Peak(*peak_flops_for(spec))
+        from greenbench.hardware import cpu_peak
+
+        spent = cpu_peak.seconds_spent()
+        return Peak(*peak_flops_for(spec), calibration_s=cpu_peak.seconds_spent() - spent)
 
     def why_not_here(self, spec: RunSpec, peak: Peak, devices: int | None) -> str | None:
         return (
@@ -68,12 +83,13 @@ class TorchrunRunner:
         return build_record(spec, ctx, device_type=ctx.peak.device_type, kernels=kernels, **own)
 
     def run(self, spec: RunSpec, ctx: RunContext) -> RunOutcome:
-        idle_w, idle_why = self.idle.get(spec)
+        idle = self.idle.get(spec)
         try:
             with held_limit(spec, ctx.limit) as held:  # restored on every exit
                 outcome = measure(
                     spec, ctx.rdzv, ctx.logs_dir, (ctx.peak.flops, ctx.peak.source),
-                    idle_w=idle_w, carbon_g_per_kwh=ctx.carbon[0], idle_why=idle_why,
+                    idle_w=idle.watts, carbon_g_per_kwh=ctx.carbon[0], idle_why=idle.why,
+                    began_at=ctx.began_at,
                 )  # fmt: skip
         except WorkerFailed as exc:
             error = str(exc)
@@ -85,6 +101,15 @@ class TorchrunRunner:
                 log_path=exc.log_dir,
             )
         outcome.warnings += held.problems  # a limit not restored: the doctor retries
+        if idle.watts is not None and not idle.why and any(r.idle_note for r in outcome.repeats):
+            self.idle.forget(spec)  # above the run's mean power: no longer this machine's idle
+        before, after = ctx.peak.calibration_s, outcome.harness.calibration_s or 0.0
+        outcome.harness = replace(
+            outcome.harness,
+            calibration_s=None if before is None else before + after,  # re-measured too
+            baseline_s=idle.seconds,
+            baseline_age_s=idle.age_s,
+        )
         return outcome
 
     def follow(self, spec: RunSpec, ctx: RunContext) -> None:
@@ -206,49 +231,6 @@ def metered_net(
     }
 
 
-class IdlePower:
-    """Idle power of this node, sampled once per energy source and reused for the session.
-
-    The sample is watched (`ContentionWatch`): one taken while other processes kept the machine
-    busy, or another greenbench ran, is returned with why it is unreliable (net energy is then
-    unknown, `aggregate.aggregate_repeat`) and not reused: the next configuration samples again.
-    An emulated GPU's idle power is its model's, whatever the machine does."""
-
-    def __init__(self) -> None:
-        self._cache: dict[tuple[str, ...], float | None] = {}
-
-    def get(self, spec: RunSpec) -> tuple[float | None, str]:
-        """(idle watts or None, why the sample is unreliable or "")."""
-        from greenbench.energy import select_meter
-        from greenbench.rank import emulated_gpu
-
-        c = spec.config
-        run, energy, emulated = c.run, c.energy, emulated_gpu.emulated(spec)
-        if energy.idle_s <= 0:
-            return None, ""
-        key = (run.device, energy.source, emulated)
-        if key in self._cache:
-            return self._cache[key], ""
-        if emulated:  # the emulated GPUs' idle power, from their model
-            meter = emulated_gpu.meter(emulated, range(run.nproc), sample_power=False)
-        else:
-            meter = select_meter(
-                run.device,
-                None if energy.source == "auto" else energy.source,
-                gpu_indices=list(range(run.nproc)) if run.device == "cuda" else [],
-                local_rank=0,
-            )
-        try:
-            with ContentionWatch() as watch:
-                watts = meter.idle_power_w(energy.idle_s)
-        finally:
-            meter.close()
-        if watch.contended and not emulated:
-            return watts, f"idle power sampled while {watch.seen}"
-        self._cache[key] = watts
-        return watts, ""
-
-
 def measure(
     spec: RunSpec,
     rdzv: dict[str, Any] | None,
@@ -258,14 +240,20 @@ def measure(
     idle_w: float | None,
     carbon_g_per_kwh: float | None,
     idle_why: str = "",
+    began_at: float | None = None,
 ) -> RunOutcome:
     """Run ``spec``'s workers, watching the machine for contention, and aggregate each repeat
     (the last warning names the contention when there was some; ``idle_why``: why the idle
-    sample is unreliable, so net energy is unknown)."""
+    sample is unreliable, so net energy is unknown). The outcome's harness cost has the
+    start-up from ``began_at`` to rank 0's first step, the ranks' share of it, the teardown,
+    and (as ``calibration_s``) a re-measured CPU peak's seconds."""
+    from greenbench.hardware import cpu_peak
+
     with ContentionWatch() as watch:
         execution = execute(spec, rdzv, keep_logs=keep_logs)
     ranks = execution.ranks
     run = spec.config.run
+    spent = cpu_peak.seconds_spent()
     repeats, peak_flops = aggregate_checked(
         spec, ranks, peak[0], peak[1],
         n_devices=run.nproc * run.nnodes, idle_power_w=idle_w,
@@ -295,4 +283,31 @@ def measure(
         others_busy_cores=watch.others_busy_cores,
         other_greenbench=watch.other_greenbench,
         events=events,
+        harness=harness_of(
+            execution.started_at,
+            execution.stamps,
+            began_at,
+            recalibration_s=cpu_peak.seconds_spent() - spent,
+        ),
+    )
+
+
+def harness_of(
+    ranks_started: float | None,
+    stamps: dict[str, float],
+    began_at: float | None,
+    *,
+    recalibration_s: float,
+    now: float | None = None,
+) -> HarnessCost:
+    """The harness's cost of one run from when its turn began, when its ranks were started and
+    rank 0's stamps (`greenbench.rank.stamps`): start-up to the first step, the ranks' share,
+    teardown from the last window to ``now``; ``recalibration_s`` goes in ``calibration_s``
+    (the runner adds the peak's own)."""
+    ready = stamps.get("ready")
+    return HarnessCost(
+        startup_s=seconds_between(began_at, ready),
+        ranks_s=seconds_between(ranks_started, ready),
+        calibration_s=recalibration_s,
+        teardown_s=seconds_between(stamps.get("trained"), time.time() if now is None else now),
     )
