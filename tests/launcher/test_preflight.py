@@ -210,7 +210,9 @@ def test_random_set_values_never_give_a_traceback(tmp_path_factory, monkeypatch,
     check_outcome(result, db)
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+# each example writes a suite and goes through the CLI's whole start (about 1.5 s here): 20 keep
+# the file under half a minute
+@settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
     table=st.dictionaries(KEYS.filter(bool), TOML_VALUE, max_size=3),
     workload=st.sampled_from(['"transformer-vs-mamba"', '"data-parallel"', '"nope"', "3"]),

@@ -10,6 +10,7 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import torch
 from helpers import QUICK
@@ -23,55 +24,80 @@ pytestmark = pytest.mark.slow
 STEPS = {"train.steps": 6, "ckpt.every": 2, "timeout_s": 240}
 
 
-def specs(tmp_path: Path, layout: dict, kill: str, **more):
-    """A killed run and an uninterrupted one of the same configuration, each saving its final
-    parameters."""
-    out = []
-    for name, fault in (("killed", kill), ("whole", "")):
-        settings = {
-            **QUICK, **STEPS, **layout, **more,
-            "fault.kill_rank": fault, "debug.save_final": str(tmp_path / f"{name}.pt"),
-        }  # fmt: skip
-        out += expand("transformer-vs-mamba", [settings])
-    return out
+DDP = {"strategy": "ddp", "nproc": 2}
 
 
-def run_pair(tmp_path: Path, layout: dict, kill: str, **more):
-    db = tmp_path / "r.duckdb"
-    summary = run_specs(specs(tmp_path, layout, kill, **more), db)
+def specs(folder: Path, layout: dict, fault: str, name: str, **more):
+    """One run of the configuration (killed when ``fault`` names a rank), saving its final
+    parameters as ``folder/name.pt``."""
+    settings = {
+        **QUICK, **STEPS, **layout, **more,
+        "fault.kill_rank": fault, "debug.save_final": str(folder / f"{name}.pt"),
+    }  # fmt: skip
+    return expand("transformer-vs-mamba", [settings])
+
+
+def run_all(folder: Path, runs: list) -> Path:
+    db = folder / "r.duckdb"
+    summary = run_specs(runs, db)
     assert summary.failed == 0, summary
     return db
 
 
-def same_parameters(tmp_path: Path) -> None:
+def run_pair(tmp_path: Path, layout: dict, kill: str, whole: Path | None = None, **more):
+    """The killed run and, unless ``whole`` (a folder holding it) is given, an uninterrupted one
+    of the same configuration; returns (killed's database, uninterrupted's folder)."""
+    runs = specs(tmp_path, layout, kill, "killed", **more)
+    if whole is None:
+        runs += specs(tmp_path, layout, "", "whole", **more)
+    return run_all(tmp_path, runs), whole or tmp_path
+
+
+@pytest.fixture(scope="module")
+def whole_ddp(tmp_path_factory) -> Path:
+    """The uninterrupted ddp run, once per module: checkpointing synchronously or asynchronously
+    does not change what a run trains, so it is the reference of the killed synchronous and the
+    killed asynchronous ddp run alike (and the asynchronous one is held to a synchronous run)."""
+    folder = tmp_path_factory.mktemp("whole-ddp")
+    run_all(folder, specs(folder, DDP, "", "whole"))
+    return folder
+
+
+def same_parameters(tmp_path: Path, whole_folder: Path) -> None:
     killed = torch.load(tmp_path / "killed.pt")
-    whole = torch.load(tmp_path / "whole.pt")
+    whole = torch.load(whole_folder / "whole.pt")
     assert killed.keys() == whole.keys() and killed
     for name, tensor in whole.items():
         assert torch.equal(killed[name], tensor), name
+
+
+def results(db: Path):
+    return read_frame(
+        db,
+        "SELECT r.run_id, status, failures, tokens, tokens_trained, goodput, redone_s, "
+        "restart_s, energy_lost_j, ckpt_count FROM results r JOIN runs USING (run_id) "
+        "ORDER BY runs.started_at",
+    )
 
 
 @pytest.mark.parametrize(
     "layout, kill",
     [
         ({"strategy": "single", "nproc": 1}, "0@3"),
-        ({"strategy": "ddp", "nproc": 2}, "1@3"),
+        (DDP, "1@3"),
         ({"strategy": "fsdp", "nproc": 2}, "1@3"),
         ({"strategy": "hybrid", "layout": "tp2"}, "1@3"),
     ],
     ids=["single", "ddp", "fsdp", "hybrid-tp2"],
 )
-def test_a_killed_run_restarts_and_ends_as_an_uninterrupted_one(tmp_path, layout, kill):
-    db = run_pair(tmp_path, layout, kill)
-    runs = read_frame(db, "SELECT run_id, status, config_name FROM runs ORDER BY started_at")
-    assert list(runs.status) == ["ok", "ok"]
-    results = read_frame(
-        db,
-        "SELECT r.run_id, failures, tokens, tokens_trained, goodput, redone_s, restart_s, "
-        "energy_lost_j, ckpt_count FROM results r JOIN runs USING (run_id) "
-        "ORDER BY runs.started_at",
-    )
-    killed, whole = results.iloc[0], results.iloc[1]
+def test_a_killed_run_restarts_and_ends_as_an_uninterrupted_one(request, tmp_path, layout, kill):
+    shared = request.getfixturevalue("whole_ddp") if layout is DDP else None
+    db, whole_folder = run_pair(tmp_path, layout, kill, shared)
+    killed_and_whole = results(db)
+    if shared is not None:
+        killed_and_whole = pd.concat([killed_and_whole, results(shared / "r.duckdb")])
+    assert list(killed_and_whole.status) == ["ok", "ok"]
+    killed, whole = killed_and_whole.iloc[0], killed_and_whole.iloc[1]
     assert killed.failures == 1 and whole.failures == 0
     # checkpoints after steps 2 and 4 (none after the last step); killed at step 3: step 2
     # trained twice
@@ -90,11 +116,11 @@ def test_a_killed_run_restarts_and_ends_as_an_uninterrupted_one(tmp_path, layout
     failure = events[events.kind == "failure"].iloc[0]
     assert (failure["step"], failure["rank"]) == (3, int(kill.split("@")[0]))
     assert list(events[events.kind == "load"].step) == [2]
-    same_parameters(tmp_path)
+    same_parameters(tmp_path, whole_folder)
 
 
-def test_an_asynchronous_checkpoint_restores_the_same_run(tmp_path):
-    db = run_pair(tmp_path, {"strategy": "ddp", "nproc": 2}, "1@5", **{"ckpt.mode": "async"})
+def test_an_asynchronous_checkpoint_restores_the_same_run(tmp_path, whole_ddp):
+    db, _ = run_pair(tmp_path, DDP, "1@5", whole_ddp, **{"ckpt.mode": "async"})
     events = read_frame(db, "SELECT kind, step, bytes, note FROM run_events ORDER BY seq")
     (loaded,) = events[events.kind == "load"].step
     saves = events[events.kind == "checkpoint"]
@@ -104,7 +130,7 @@ def test_an_asynchronous_checkpoint_restores_the_same_run(tmp_path):
     cut_short = saves[saves.note.str.contains("never completed")]
     assert loaded == (2 if len(cut_short) else 4)
     assert list(cut_short.step) in ([], [4])
-    same_parameters(tmp_path)
+    same_parameters(tmp_path, whole_ddp)
 
 
 def test_a_kill_before_the_first_checkpoint_starts_over(tmp_path):

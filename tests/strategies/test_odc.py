@@ -7,6 +7,7 @@ it held and what it communicated; rank 0 reads the whole model back from the own
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 from pathlib import Path
@@ -57,8 +58,10 @@ def context(rank: int, world: int) -> DistContext:
     return DistContext(rank, rank, world, torch.device("cpu"), torch.float32)
 
 
+@functools.cache
 def single_on(family: str, world: int) -> tuple[dict[str, torch.Tensor], list[float]]:
-    """One process trained on exactly the rows the ``world`` ODC ranks train on, per step."""
+    """One process trained on exactly the rows the ``world`` ODC ranks train on, per step
+    (computed once per configuration; callers only read it)."""
     strategy = STRATEGIES["single"].load()(context(0, 1))
     model = strategy.parallelize(builder(family))
     schedule = strategy.schedule(next_token_loss)
@@ -120,12 +123,22 @@ def _rank(
         dist.destroy_process_group()
 
 
-def run_ranks(
-    tmp_path: Path, strategy: str, family: str, world: int, transport: str = "shm"
-) -> list[dict]:
-    out = str(tmp_path / f"{strategy}-{family}-{world}-{transport}")
-    spawn(_rank, (world, free_port(), strategy, family, transport, out), world)
-    return [torch.load(f"{out}.{r}", weights_only=False) for r in range(world)]
+@pytest.fixture(scope="module")
+def run_ranks(tmp_path_factory: pytest.TempPathFactory):
+    """Launch ``world`` ranks of a configuration, once per module: the same deterministic run
+    serves every test that reads its reports (they only read them)."""
+    done: dict[tuple, list[dict]] = {}
+    root = tmp_path_factory.mktemp("odc")
+
+    def run(strategy: str, family: str, world: int, transport: str = "shm") -> list[dict]:
+        key = (strategy, family, world, transport)
+        if key not in done:
+            out = str(root / "-".join(map(str, key)))
+            spawn(_rank, (world, free_port(), strategy, family, transport, out), world)
+            done[key] = [torch.load(f"{out}.{r}", weights_only=False) for r in range(world)]
+        return done[key]
+
+    return run
 
 
 @pytest.mark.parametrize(
@@ -139,11 +152,11 @@ def run_ranks(
     ],
 )
 def test_odc_reaches_the_single_process_parameters_with_unequal_microbatch_counts(
-    tmp_path: Path, family: str, world: int, transport: str
+    run_ranks, family: str, world: int, transport: str
 ):
     """On either transport this machine runs (shared memory, point-to-point over gloo)."""
     reference, ref_losses = single_on(family, world)
-    reports = run_ranks(tmp_path, "odc", family, world, transport)
+    reports = run_ranks("odc", family, world, transport)
     counts = [r["counts"] for r in reports]
     assert any(len({c[s] for c in counts}) > 1 for s in range(STEPS)), counts
     got = reports[0]["params"]
@@ -157,9 +170,9 @@ def test_odc_reaches_the_single_process_parameters_with_unequal_microbatch_count
 
 
 @pytest.mark.parametrize("world", [2, 4])
-def test_odc_follows_the_fsdp_loss_curve_on_the_same_minibatches(tmp_path: Path, world: int):
-    odc = run_ranks(tmp_path, "odc", "transformer", world)
-    fsdp = run_ranks(tmp_path, "fsdp", "transformer", world)
+def test_odc_follows_the_fsdp_loss_curve_on_the_same_minibatches(run_ranks, world: int):
+    odc = run_ranks("odc", "transformer", world)
+    fsdp = run_ranks("fsdp", "transformer", world)
     # the same documents, split by cost (odc) or into equal counts (fsdp): the summed loss of
     # each minibatch is the same
     for step in range(STEPS):
@@ -172,9 +185,9 @@ def test_odc_follows_the_fsdp_loss_curve_on_the_same_minibatches(tmp_path: Path,
 @pytest.mark.parametrize("transport", ["shm", "p2p"])
 @pytest.mark.parametrize("world", [2, 4])
 def test_each_rank_holds_a_shard_and_talks_point_to_point_within_a_minibatch(
-    tmp_path: Path, world: int, transport: str
+    run_ranks, world: int, transport: str
 ):
-    reports = run_ranks(tmp_path, "odc", "transformer", world, transport)
+    reports = run_ranks("odc", "transformer", world, transport)
     for r in reports:
         padded = r["unit_padded"]
         assert sum(padded) >= sum(r["unit_numel"])
