@@ -33,8 +33,8 @@ from greenbench.vocabulary import Layout
 pytestmark = pytest.mark.slow
 
 FAMILY = "transformer"
-STEPS = 20
-EVERY = 5  # evaluated before steps 0, 5, 10, 15 and after the last
+STEPS = 10
+EVERY = 5  # evaluated before steps 0 and 5 and after the last: one evaluation between steps
 # SGD: the update is linear in the gradient, so float reordering stays small over the steps
 LR = 0.5
 #: held-out documents: five microbatches of two rows whole, three (2, 2 and 1 rows) on each of
