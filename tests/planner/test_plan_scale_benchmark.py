@@ -37,7 +37,7 @@ def test_quick_runs_the_command_and_reports_each_count(capsys) -> None:
     (huge,) = [line for line in out if line.split()[:1] == ["99999999999999999999999"]]
     fields = huge.split()
     assert fields[2] == "2" and fields[3] in ("yes", "no")
-    assert "error: --devices must be at most 1,073,741,824" in huge
+    assert "error: invalid value for '--devices': must be at most 1,073,741,824" in huge
 
 
 def test_a_run_past_its_timeout_is_reported_not_raised() -> None:
