@@ -190,7 +190,13 @@ def restore_power_limits() -> None:
     "submitit, each job writing result shards that are merged here; submitit-local: the same "
     "jobs as subprocesses of this machine (docs/cluster.md)",
 )
-@click.option("--dry-run", is_flag=True, help="with --executor slurm: print the sbatch parameters")
+@click.option(
+    "--dry-run",
+    is_flag=True,
+    help="print the plan and run nothing, write nothing: every configuration, those skipped "
+    "and why, an estimated time each and in total (with --executor slurm: the sbatch "
+    "parameters too)",
+)
 @click.option(
     "--no-wait", is_flag=True, help="submit and return; `greenbench status` collects later"
 )
@@ -252,7 +258,6 @@ def run(
     run; the exit status is 0 unless a configuration that ran failed (1), and 2 when nothing
     can run here. With a cluster executor, each configuration is a job (docs/cluster.md)."""
     from greenbench.config import setting_of
-    from greenbench.launcher.progress import run_with_progress
     from greenbench.settings import EnergySettings
     from greenbench.settings.written import parse_assignment
     from greenbench.spec import SpecError, expand, expand_suite, with_seeds
@@ -267,8 +272,7 @@ def run(
     on_cluster = executor != "local"
     if not on_cluster:
         given = [f"--{k.replace('_', '-')}" for k, v in cluster_cli.items() if v is not None]
-        given += ["--cluster"] * bool(cluster_sets) + ["--dry-run"] * dry_run
-        given += ["--no-wait"] * no_wait
+        given += ["--cluster"] * bool(cluster_sets) + ["--no-wait"] * no_wait
         if given:
             raise SpecError(f"{given[0]} goes with a cluster executor (--executor slurm)")
     elif node_rank is not None or rdzv_endpoint:
@@ -307,6 +311,10 @@ def run(
             python_path=list(suite_spec.python_path) if suite_spec else [], resume=resume,
             force=force, devices=devices, dry_run=dry_run, wait=not no_wait,
         )  # fmt: skip
+        if dry_run:
+            from greenbench.cluster.preview import print_cluster_plan
+
+            print_cluster_plan(specs, db or default_db(), options, resume=resume)
         sys.exit(code)
     spans = max(spec["nnodes"] for spec in specs)  # --nnodes, or nnodes from --set or a suite
     if spans > 1 and not rdzv_endpoint:
@@ -323,6 +331,14 @@ def run(
         raise SpecError(f"--node-rank {node_rank} is not below --nnodes {spans}")
     if rdzv_endpoint and not re.fullmatch(r"[^\s:]+:\d+|\[[0-9a-fA-F:]+\]:\d+", rdzv_endpoint):
         raise SpecError(f"--rdzv-endpoint must be HOST:PORT, got {rdzv_endpoint!r}")
+    if dry_run:
+        from greenbench.launcher.plan_preview import local_plan, print_plan
+
+        print_plan(local_plan(specs, db or default_db(), resume=resume, force=force,
+                              devices=devices))  # fmt: skip
+        return
+    from greenbench.launcher.progress import run_with_progress
+
     rdzv = {"endpoint": rdzv_endpoint, "node_rank": node_rank} if rdzv_endpoint else None
     summary = run_with_progress(
         specs, db or default_db(), rdzv=rdzv, resume=resume, force=force, devices=devices

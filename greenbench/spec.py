@@ -185,7 +185,15 @@ def with_seeds(specs: list[RunSpec], seeds: int) -> list[RunSpec]:
 
 
 def default_device() -> str:
-    """The device ``auto`` becomes on this machine: cuda when torch sees a GPU, else cpu."""
+    """The device ``auto`` becomes on this machine: cuda when torch sees a GPU, else cpu.
+    Where torch is not imported yet and no GPU driver is installed, cpu without importing it
+    (a second or two: `greenbench.hardware.machine.no_gpu_driver`)."""
+    import sys
+
+    from greenbench.hardware.machine import no_gpu_driver
+
+    if "torch" not in sys.modules and no_gpu_driver():
+        return "cpu"
     import torch
 
     return "cuda" if torch.cuda.is_available() else "cpu"

@@ -29,17 +29,17 @@ from typing import Any
 
 import torch
 
+from greenbench.hardware import peak_cache
 from greenbench.hardware.machine import (
     cache_dir,
     cpu_busy_seconds,
-    cpu_model,
     logical_cores,
-    machine_key,
     read_json,
     write_json,
 )
+from greenbench.hardware.peak_cache import CPU_GEMM_SOURCE, DEFAULT_BUDGET_S, GEMM_CACHE
 
-CPU_GEMM_SOURCE = "cpu-gemm-calibration"
+__all__ = ["CPU_GEMM_SOURCE", "calibration_record", "cpu_gemm_peak_flops", "describe"]
 
 _GEMM_CACHE: dict[tuple[int, str], float] = {}
 #: what stands behind each in-process figure (the disk cache entry's fields), for notes
@@ -49,7 +49,6 @@ _SPENT_S = [0.0]
 _GEMM_SIZES = (256, 512, 1024, 1536)
 #: rounds over the sizes; each size's best round counts (sustained: each loop ~0.2 s)
 TRIALS = 3
-DEFAULT_BUDGET_S = 2.4
 #: the machine counts as busy when other processes kept more than this share of its cores busy
 #: while the calibration ran (on 2 cores: 0.2 of a core)
 BUSY_SHARE = 0.1
@@ -220,11 +219,9 @@ def seconds_spent() -> float:
 
 
 def disk_key(threads: int, dtype_name: str) -> str:
-    """A figure's key in the disk cache: this machine's fingerprint (`machine.machine_key`:
-    a new kernel, CPU or memory finds no old entry), its CPU, the threads, the dtype and
-    torch's version."""
-    machine = f"{machine_key()}|{cpu_model()}"
-    return f"{machine}|threads={threads}|{dtype_name}|torch={torch.__version__}"
+    """A figure's key in the disk cache (`greenbench.hardware.peak_cache.disk_key`: this
+    machine's fingerprint, its CPU, the threads, the dtype and torch's version)."""
+    return peak_cache.disk_key(threads, dtype_name, torch.__version__)
 
 
 def cpu_gemm_peak_flops(
@@ -251,7 +248,7 @@ def cpu_gemm_peak_flops(
     if key in _GEMM_CACHE and not recalibrate:
         return _GEMM_CACHE[key]
     key_on_disk = disk_key(threads, dtype_name)
-    path = cache_dir() / "gemm.json"
+    path = cache_dir() / GEMM_CACHE
     previous = _entry(read_json(path).get(key_on_disk)) if use_disk_cache else None
     if previous is not None and previous["trusted"] and not recalibrate:
         entry = previous

@@ -108,3 +108,20 @@ def logical_cores() -> int:
         return int(psutil.cpu_count() or os.cpu_count() or 1)
     except Exception:
         return os.cpu_count() or 1
+
+
+#: the device files a GPU driver torch can use makes (NVIDIA's, ROCm's, WSL's), Linux
+GPU_DEVICE_FILES = ("/dev/nvidiactl", "/dev/nvidia0", "/dev/kfd", "/dev/dxg")
+
+
+def no_gpu_driver() -> bool:
+    """Whether no CUDA (or ROCm) device can be visible to any process here, known without
+    importing torch (a second or two): on Linux no GPU driver's device file exists
+    (`GPU_DEVICE_FILES`), on macOS there is no CUDA at all. False where a GPU may be there
+    (then only torch can say whether it sees one) and on other systems."""
+    system = platform.system()
+    if system == "Darwin":
+        return True
+    if system != "Linux":
+        return False
+    return not any(os.path.exists(path) for path in GPU_DEVICE_FILES)

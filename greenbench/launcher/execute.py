@@ -29,6 +29,7 @@ import psutil
 from greenbench.errors import WorkerFailed
 from greenbench.launcher import survivors
 from greenbench.launcher.cpu_quota import RankQuotas
+from greenbench.launcher.phases import NO_PHASES, Phases
 from greenbench.processes import die_with_parent, forget_stops, raise_if_stopped
 from greenbench.rank import stamps as rank_stamps
 from greenbench.rank.hangs import find_hang
@@ -107,7 +108,11 @@ class Execution:
 
 
 def execute(
-    spec: RunSpec, rdzv: dict[str, Any] | None = None, *, keep_logs: Path | None = None
+    spec: RunSpec,
+    rdzv: dict[str, Any] | None = None,
+    *,
+    keep_logs: Path | None = None,
+    phases: Phases = NO_PHASES,
 ) -> Execution:
     """Run every rank of ``spec``; return their results or raise WorkerFailed (rank and why).
 
@@ -115,7 +120,8 @@ def execute(
     ``results.json`` exists, the ranks finished measuring and rank 0 wrote it, so it is
     returned with a warning naming the rank that failed at exit. When a configuration fails
     or warns, its worker logs (torchrun's output, each rank's own output, error reports) are
-    copied to ``keep_logs`` before the temporary folder goes.
+    copied to ``keep_logs`` before the temporary folder goes. ``phases`` is told when the
+    ranks start and watches the folder where rank 0 tells theirs (`greenbench.rank.phase`).
     """
     run = spec.config.run
     timeout_s = run.timeout_s
@@ -124,6 +130,7 @@ def execute(
         run_checkpoints(spec, Path(tmp)),
     ):
         out = Path(tmp)
+        phases.watch(out)
         spec_file = out / "spec.json"
         spec_file.write_text(spec.to_json())
         env = dict(os.environ)
@@ -138,6 +145,7 @@ def execute(
                 if quotas.warning:
                     warnings.append(quotas.warning)
             forget_stops()  # from here a stop swallowed while forking is remembered
+            phases.tell(f"starting {run.nproc} rank(s)")
             started_at = time.time()
             proc = subprocess.Popen(
                 worker_command(spec, spec_file, out, rdzv),
@@ -163,6 +171,9 @@ def execute(
             except BaseException:
                 kill_group(proc)
                 raise
+            finally:  # the ranks are over: what is left is the launcher's
+                phases.tell("aggregating the results")
+                phases.watch(None)
             kill_group(proc)  # a rank torchrun left behind, if any
         if quotas is not None and quotas.warning and quotas.warning not in warnings:
             warnings.append(quotas.warning)  # e.g. a group that could not be removed

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from greenbench.hardware.machine import cache_dir, machine_key, read_json, write_json
+from greenbench.launcher.phases import NO_PHASES, Phases
 from greenbench.rank.contention import ContentionWatch
 
 if TYPE_CHECKING:
@@ -136,14 +137,17 @@ def baseline(
     *,
     clock: Callable[[], float] = time.time,
     watch: Callable[[], ContentionWatch] | None = None,
+    phases: Phases = NO_PHASES,
 ) -> IdleBaseline:
     """A fresh quiet baseline from ``cache`` if there is one, else one sampled from ``meter``
-    (kept in ``cache`` when it was taken quiet). ``idle_s`` 0: no baseline."""
+    (kept in ``cache`` when it was taken quiet; ``phases`` told when it is). ``idle_s`` 0: no
+    baseline."""
     if idle_s <= 0:
         return NO_BASELINE
     found = cache.fresh(key, max_age_s)
     if found is not None:
         return IdleBaseline(found[0], seconds=0.0, age_s=found[1])
+    phases.tell(f"idle baseline ({idle_s:g} s)")
     taken_at = clock()
     watts, why, seconds, seen = sample(meter, idle_s, clock=clock, watch=watch)
     if watts is not None and not why:
@@ -170,8 +174,9 @@ class IdlePower:
         self._keys: dict[int, str] = {}  # id of a spec → the key its baseline is under
         self._modelled: dict[tuple[str, int, float], tuple[float | None, float]] = {}
 
-    def get(self, spec: RunSpec) -> IdleBaseline:
-        """``spec``'s idle baseline: reused where fresh and quiet, else sampled now."""
+    def get(self, spec: RunSpec, phases: Phases = NO_PHASES) -> IdleBaseline:
+        """``spec``'s idle baseline: reused where fresh and quiet, else sampled now (``phases``
+        told)."""
         from greenbench.energy import select_meter
         from greenbench.rank import emulated_gpu
 
@@ -186,6 +191,7 @@ class IdlePower:
                 watts, taken_at = self._modelled[model]
                 return IdleBaseline(watts, seconds=0.0, age_s=max(0.0, self.clock() - taken_at))
             meter = emulated_gpu.meter(emulated, range(run.nproc), sample_power=False)
+            phases.tell(f"idle baseline ({energy.idle_s:g} s, modelled)")
             taken_at = self.clock()
             try:
                 watts, _, seconds, _ = sample(meter, energy.idle_s, clock=self.clock,
@@ -204,7 +210,7 @@ class IdlePower:
             key = baseline_key(run.device, meter.source, devices, energy.idle_s)
             self._keys[id(spec)] = key
             return baseline(meter, key, energy.idle_s, energy.idle_max_age_s, self.cache,
-                            clock=self.clock, watch=self.watch)  # fmt: skip
+                            clock=self.clock, watch=self.watch, phases=phases)  # fmt: skip
         finally:
             meter.close()
 

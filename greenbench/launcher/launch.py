@@ -16,13 +16,15 @@ from __future__ import annotations
 import os
 import signal
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from greenbench.errors import DoesNotFit, GreenbenchError
+from greenbench.launcher.durations import session_costs
 from greenbench.launcher.execute import sweep_stale_temp
+from greenbench.launcher.phases import NO_PHASES, Phases
 from greenbench.launcher.power_limits import LimitPlan, plan_limits
 from greenbench.launcher.preflight import (
     check_energy_sources,
@@ -78,14 +80,33 @@ class RunSummary:
         self.errors.append(error)
 
 
+def run_names(specs: Sequence[RunSpec]) -> Callable[[RunSpec], str]:
+    """How progress and the dry run name a spec's run: its configuration's name, and its seed
+    where the specs run several (``greenbench run --seeds``), for a configuration's name does
+    not hold it."""
+    from greenbench.settings import SEED_KEY
+
+    def seed(spec: RunSpec) -> object:
+        return getattr(spec, "settings", {}).get(SEED_KEY)
+
+    if len({seed(spec) for spec in specs}) <= 1:
+        return lambda spec: spec.name
+    return lambda spec: f"{spec.name} seed={seed(spec)}"
+
+
 def run_specs(
     specs: list[RunSpec],
     db_path: Path,
     options: RunOptions | None = None,
     *,
     on_event: OnEvent | None = None,
+    phases: Phases | None = None,
 ) -> RunSummary:
-    """Run every spec, storing each as it finishes. ``on_event`` drives progress display.
+    """Run every spec, storing each as it finishes. ``on_event`` drives progress display: it
+    hears each configuration's start and end, notes, waits for the database's lock, and, once
+    before the first configuration, the ``plan`` (the resolved specs, whether each runs, their
+    peaks); ``phases`` is told what the launcher and the ranks are doing
+    (`greenbench.launcher.phases`).
 
     With ``resume``, configurations that already have an ``ok`` run with the same identity and
     label in the database are skipped (reported as ``skipped``), so an interrupted suite can be
@@ -127,7 +148,11 @@ def run_specs(
     if opts.rdzv and opts.rdzv.get("node_rank"):
         return follow_specs(specs, opts.rdzv, emit, runners, limits)
     chosen = [runners.for_spec(spec) for spec in specs]  # each configuration's, once
+    told = phases or NO_PHASES
+    if session_costs(specs):  # a peak this machine's cache lacks is measured now
+        told.tell("calibrating the CPU peak (once per machine)")
     peaks = [runner.peak(spec) for runner, spec in zip(chosen, specs, strict=True)]
+    told.tell(None)
     refused = {} if opts.force else {
         i: why
         for i, (runner, spec, peak) in enumerate(zip(chosen, specs, peaks, strict=True))
@@ -142,6 +167,10 @@ def run_specs(
     fingerprint = machine_fingerprint()
     summary = RunSummary()
     done = finished_configs(db_path) if opts.resume else set()
+    if specs:
+        runs = [i not in refused and (spec_key(sp), sp.label) not in done
+                for i, sp in enumerate(specs)]  # fmt: skip
+        emit("plan", None, {"specs": specs, "runs": runs, "peaks": [p.flops for p in peaks]})
     for i, (runner, spec) in enumerate(zip(chosen, specs, strict=True)):
         if (spec_key(spec), spec.label) in done:
             emit("skip", spec, {})
@@ -150,7 +179,7 @@ def run_specs(
         carbon = carbon_intensity_g_per_kwh(spec.config.energy.region)
         ctx = RunContext(
             run_id, fingerprint, carbon, peaks[i], limit=limits.get(i), rdzv=opts.rdzv,
-            logs_dir=logs_dir_for(db_path) / run_id, began_at=turn_began,
+            logs_dir=logs_dir_for(db_path) / run_id, began_at=turn_began, phases=told,
         )  # fmt: skip
         if i in refused:
             reason = f"cannot fit this machine: {refused[i]} (--force runs it anyway)"
@@ -172,6 +201,8 @@ def run_specs(
             raise
         except GreenbenchError as exc:
             outcome = RunOutcome(status="failed", error=str(exc))
+        finally:
+            told.tell(None)
         if outcome.contended:
             emit("note", spec, {"message": f"{run_id}: {outcome.warnings[-1]}"})
         shard = store.finish_run(run_id, outcome)

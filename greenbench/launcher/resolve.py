@@ -44,13 +44,13 @@ def resolve_device(spec: RunSpec) -> RunSpec:
     """Turn ``auto`` device and precision into concrete values; fail if cuda is asked and absent.
     (Whether this machine has enough devices for the spec's ranks is the preflight's question:
     `greenbench.launcher.preflight.why_too_few_devices`.)"""
-    import torch
+    from greenbench.spec import default_device
 
     c = spec.config
     device, precision = c.run.device, c.run.precision
     if c.emulate is not None and c.emulate.gpu and device == "auto":
         device = "cpu"  # its GPUs are emulated: CPU ranks stand in for them
-    has_cuda = torch.cuda.is_available()
+    has_cuda = device != "cpu" and default_device() == "cuda"
     if device == "auto":
         device = "cuda" if has_cuda else "cpu"
     if device == "cuda" and not has_cuda:
@@ -63,12 +63,13 @@ def resolve_device(spec: RunSpec) -> RunSpec:
     return _with(spec, {DEVICE: device, PRECISION: precision})
 
 
-def resolve_kernel(spec: RunSpec) -> RunSpec:
-    """``model.scan`` as the backend that will run (``none`` for families without a scan)."""
+def resolve_kernel(spec: RunSpec, *, build: bool = True) -> RunSpec:
+    """``model.scan`` as the backend that will run (``none`` for families without a scan);
+    ``build`` False builds no kernel (`greenbench.models.card.ModelCard.resolve_kernel`)."""
     from greenbench.models import FAMILIES
 
     c = spec.config
-    scan = FAMILIES[c.model.family].resolve_kernel(c.model.scan, c.run.device)
+    scan = FAMILIES[c.model.family].resolve_kernel(c.model.scan, c.run.device, build=build)
     return _with(spec, {SCAN: scan})
 
 
@@ -140,11 +141,14 @@ def resolve_quota(spec: RunSpec, cores: int | None = None) -> RunSpec:
     return _with(spec, {QUOTA: "on" if wanted else "off"})
 
 
-def resolve_spec(spec: RunSpec, cores: int | None = None) -> RunSpec:
+def resolve_spec(spec: RunSpec, cores: int | None = None, *, measure: bool = True) -> RunSpec:
     """Everything above, in order (the kernel and the quota depend on the device). A simulated
     run (`greenbench.launcher.runners.simulated`) has no ranks: it runs where the simulator does
     (the CPU, for ``device: auto``), under no quota, so no figure of this machine's enters its
-    identity. ``cores``: the node's (default: this machine's)."""
+    identity. ``cores``: the node's (default: this machine's). ``measure`` False (a preview:
+    `greenbench run --dry-run`) builds no kernel and fits no cost model, so nothing is run or
+    written: the coefficients count in no identity, and a kernel that could be built is taken
+    to build."""
     from greenbench.launcher.runners.simulated import is_simulated
 
     if is_simulated(spec):
@@ -154,8 +158,9 @@ def resolve_spec(spec: RunSpec, cores: int | None = None) -> RunSpec:
         from greenbench.rank import user_run
 
         return resolve_quota(user_run.resolve_compile(resolve_device(spec)), cores)
-    spec = resolve_liger(resolve_compile(resolve_kernel(resolve_device(spec))))
-    return resolve_cost(resolve_quota(spec, cores))
+    spec = resolve_liger(resolve_compile(resolve_kernel(resolve_device(spec), build=measure)))
+    spec = resolve_quota(spec, cores)
+    return resolve_cost(spec) if measure else spec
 
 
 def resolve_cost(spec: RunSpec) -> RunSpec:

@@ -289,15 +289,20 @@ class ModelCard:
             return CPForm("torch", "zigzag", note)
         return CPForm("own", self.cp_layout, f"{own}: {why}")
 
-    def resolve_kernel(self, setting: str, device: str) -> str:
+    def resolve_kernel(self, setting: str, device: str, *, build: bool = True) -> str:
         """The backend the family's kernel setting (``auto`` or a choice) runs on ``device``
         ("cpu" or "cuda"): ``"none"`` for a family without a choice; raises SpecError for a
         setting it does not accept and KernelUnavailable for one this machine cannot run (the
-        probe imports the family's kernels module, and with it what they need)."""
+        probe imports the family's kernels module, and with it what they need). ``build``
+        False builds no kernel (a preview): one of the family's own is taken to build where it
+        could be built (the module's ``resolve_scan`` says how it judges that)."""
         if not self.kernel_choices or self.kernels_module is None:
             return "none"
         self.check_kernel(setting)
-        return importlib.import_module(self.kernels_module).resolve_scan(setting, device)
+        module = importlib.import_module(self.kernels_module)
+        if build:
+            return module.resolve_scan(setting, device)
+        return module.resolve_scan(setting, device, build=False)
 
     def kernels_used(self, kernel: str) -> dict[str, str]:
         """Every kernel a run with the resolved ``kernel`` uses, by role."""

@@ -48,9 +48,7 @@ Convolutions are left out on purpose: FlopCounterMode's ``convolution_backward``
 from __future__ import annotations
 
 from collections.abc import Mapping
-
-import torch
-from torch.utils.flop_counter import FlopCounterMode
+from typing import TYPE_CHECKING
 
 from greenbench.errors import SpecError
 from greenbench.models.card import ModelInfo
@@ -61,6 +59,9 @@ from greenbench.models.transformer.flops import (
     transformer_attention_flops_per_token,
     transformer_flops_per_token,
 )
+
+if TYPE_CHECKING:  # torch is imported by the cross-check alone: the formulas need none
+    import torch
 
 __all__ = [
     "causal_flops_per_token",
@@ -91,9 +92,6 @@ def flops_per_token(info: ModelInfo, seq_len: int) -> float:
     return FAMILIES[info.family].flops_per_token(info, seq_len)
 
 
-_MATMUL_OPS = (torch.ops.aten.mm, torch.ops.aten.addmm, torch.ops.aten.bmm, torch.ops.aten.baddbmm)
-
-
 def measured_flops_per_token(model: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> float:
     """Matmul FLOPs of one forward + backward of ``batch``, per input position (FlopCounterMode).
 
@@ -102,11 +100,15 @@ def measured_flops_per_token(model: torch.nn.Module, batch: Mapping[str, torch.T
     count work done per position. Gradients are taken with `torch.autograd.grad`, so the model's
     ``.grad`` fields are left untouched. Sees matmuls only (see the module docstring).
     """
+    import torch
+    from torch.utils.flop_counter import FlopCounterMode
+
+    aten = torch.ops.aten
     params = [p for p in model.parameters() if p.requires_grad]
     counter = FlopCounterMode(display=False)
     with counter:
         loss = model(**batch).loss
         torch.autograd.grad(loss, params)
     counts = counter.get_flop_counts()["Global"]
-    matmul_flops = sum(counts.get(op, 0) for op in _MATMUL_OPS)
+    matmul_flops = sum(counts.get(op, 0) for op in (aten.mm, aten.addmm, aten.bmm, aten.baddbmm))
     return matmul_flops / batch["input_ids"].numel()

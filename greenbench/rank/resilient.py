@@ -39,6 +39,7 @@ from greenbench.rank.checkpoint import (
     step_folder,
 )
 from greenbench.rank.ledger import Ledger, combined_window, ledger_path, read_ledger, useful_steps
+from greenbench.rank.phase import tell
 from greenbench.rank.rank_meters import rank_meters
 from greenbench.rank.state_memory import StateMemory
 from greenbench.rank.training import make_optimizer, rank_result, settle_calls_of
@@ -93,6 +94,8 @@ def train_resilient(
             stamps.write(out)
         checkpoints = Checkpoints(root, ctx, asynchronous=ckpt.mode == "async")
         start = resume_point(root, every, ctx)
+        if start is None:
+            tell("warm-up", steps=train.warmup_steps)
         for step in range(train.warmup_steps):  # a restart from a checkpoint needs none
             if start is None:
                 schedule.train_step(
@@ -103,6 +106,7 @@ def train_resilient(
             synchronize(ctx.device)
             window, _ = meters.end()
             meters.begin()
+            tell("loading the checkpoint", step=start)
             t_load = time.time()
             checkpoints.load(start, strategy, model, optimizer)
             synchronize(ctx.device)
@@ -125,6 +129,7 @@ def train_resilient(
             )  # fmt: skip
         memory = StateMemory(model, optimizer, strategy.parameters(model))
         kill = kill_of(config) if attempt == 0 else None
+        tell("training", steps=train.steps - (start or 0))
         for k in range(start or 0, train.steps):
             if kill == (ctx.rank, k):
                 ledger.write("failure", attempt=attempt, step=k, rank=ctx.rank, t=time.time())
@@ -155,7 +160,9 @@ def train_resilient(
             )  # fmt: skip
             done = k + 1
             if every != NO_CHECKPOINTS and done % every == 0 and done < train.steps:
+                tell("checkpoint", step=done)
                 save(checkpoints, ledger, meters, ctx, attempt, done, strategy, model, optimizer)
+                tell("training", steps=train.steps - done)
         finished = checkpoints.wait()
         if finished is not None and ctx.rank == 0:
             ledger.write(

@@ -26,6 +26,7 @@ from greenbench.distributed.comm import CommRecorder
 from greenbench.distributed.device import DistContext, synchronize
 from greenbench.energy.base import EnergyWindow, PowerSample
 from greenbench.rank.faults import Faults
+from greenbench.rank.phase import tell
 from greenbench.rank.rank_meters import rank_meters
 from greenbench.rank.state_memory import StateMemory
 from greenbench.rank.training import (
@@ -199,9 +200,11 @@ def train_to_target(
     comm.take()
     reset_peak_memory(ctx.device)
     memory.reset()
+    told = {"repeat": repeat + 1, "repeats": config.run.repeats}
     try:
         while True:
             # evaluate (a window of its own), then decide, the same on every rank
+            tell("evaluation", index=len(curve) + 1, **told)
             synchronize(ctx.device)
             meters.begin()
             t0 = time.perf_counter()
@@ -237,6 +240,7 @@ def train_to_target(
             segment = WindowTally()
             # whole periods (eval.every is a multiple of one): evaluated where replicas agree
             n = whole_periods(min(every, budget.max_steps - step), strategy.period)
+            tell("training to the target", steps=n, **told)
             synchronize(ctx.device)
             meters.begin()
             start = time.perf_counter()

@@ -35,6 +35,7 @@ from greenbench.processes import die_with_parent, exit_now
 from greenbench.rank import emulated_gpu, stamps
 from greenbench.rank.faults import Faults
 from greenbench.rank.hangs import dump_stacks_on_request
+from greenbench.rank.phase import open_phases, tell
 from greenbench.rank.rank_meters import rank_meters
 from greenbench.rank.state_memory import StateMemory
 from greenbench.rank.training import (
@@ -114,9 +115,11 @@ def runs_to_target(
 
     config = spec.config
     target = resolved_target(config)
+    tell("warm-up", steps=config.train.warmup_steps)
     prime(spec, ctx, mesh, comm, workload)
     results = []
     for repeat in range(config.run.repeats):
+        tell("repeat", index=repeat + 1, of=config.run.repeats)
         strategy = STRATEGIES[config.run.strategy].load()(ctx, mesh, comm, spec.layout)
         strategy.configure(config)
         model = strategy.parallelize(workload.model)
@@ -200,7 +203,9 @@ def train_and_measure(
     warm_times, warm_flops = [], []
     stamps.mark("ready")
     # whole periods: the first window starts where the replicas agree (Strategy.period)
-    for _ in range(whole_periods(warmup_steps(train), strategy.period)):
+    n_warm = whole_periods(warmup_steps(train), strategy.period)
+    tell("warm-up", steps=n_warm)
+    for _ in range(n_warm):
         t0 = time.perf_counter()
         batch = assignment.batch(batches, step)
         with flops.counting(batch) if step == 0 else contextlib.nullcontext():
@@ -227,6 +232,7 @@ def train_and_measure(
     results = []
     try:
         for repeat in range(config.run.repeats):
+            tell("repeat", index=repeat + 1, of=config.run.repeats, steps=n_steps)
             window_batches = [assignment.batch(batches, step + i) for i in range(n_steps)]
             step += n_steps
             comm.take()  # drop what warm-up and earlier windows recorded
@@ -378,7 +384,10 @@ def main(argv: list[str] | None = None) -> int:
             backend = "nccl" if config.run.device == "cuda" else "gloo"
             init_process_group(backend)
         ctx = dist_context(config.run.device, config.run.precision)
+        open_phases(args.out, rank)
+        tell("building the model")
         results = run_rank(spec, args.out)
+        tell("gathering results")
         gathered = gather(results, ctx)
         if gathered is not None:
             stamps.write(args.out)  # before the results: the launcher reads both once they are

@@ -152,6 +152,37 @@ def _columns(con: duckdb.DuckDBPyConnection, table: str) -> set[str]:
     return {r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()}
 
 
+def machine_run_times(
+    db_path: str | Path,
+    host: str,
+    cpu_model: str,
+    cores: int,
+    limit: int = 500,
+    *,
+    timeout_s: float = 8.0,
+) -> list[dict[str, Any]]:
+    """The ok runs of one machine (its host, CPU model and logical cores, as its fingerprint
+    stored them), newest first, at most ``limit``: each run's ``config_key``, ``seed_group``,
+    ``device``, ``model_family``, ``nproc``, ``nnodes``, ``simulated``, ``config`` (parsed),
+    ``started_at``, its wall time ``wall_s`` and, over its repeats, ``n_repeats``, the windows'
+    ``window_s`` and ``flops`` and the median step ``step_p50_s`` (None without results).
+    Read-only, waiting up to ``timeout_s`` for a writer to let go (then StoreError); an absent
+    file is no runs (and is not created)."""
+    path = Path(db_path)
+    if not path.exists():
+        return []
+
+    def query(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+        runs = _columns(con, "runs")
+        sql = views.MACHINE_RUN_TIMES.format(
+            seed_group="r.seed_group" if "seed_group" in runs else "NULL",
+            simulated="COALESCE(r.simulated, false)" if "simulated" in runs else "false",
+        )
+        return _fetch_dicts(con, sql, [host, cpu_model, cores, limit])
+
+    return _read(path, query, timeout_s=timeout_s)
+
+
 def power_samples(db_path: str | Path, run_id: str) -> pd.DataFrame:
     """The power time series of one run (exact id), ordered by repeat, rank, time."""
     return read_frame(

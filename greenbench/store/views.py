@@ -167,6 +167,22 @@ def ok_repeats_sql(columns: Sequence[str], match: str | None = None) -> str:
 
 COUNT_RUNS_NAMED = "SELECT count(*) AS n FROM runs WHERE run_id = ? OR label = ? OR git_sha = ?"
 FINISHED_CONFIGS = "SELECT DISTINCT config_key, label FROM runs WHERE status = 'ok'"
+#: one machine's ok runs (host, CPU model, logical cores), newest first, with their wall time
+#: (started → finished: idle baseline, rank start, warm-up, every window, storing) and their
+#: windows' seconds, FLOPs and median step (`queries.machine_run_times`; the seed group and the
+#: simulated mark, added by later schema versions, are filled in where the file lacks them)
+MACHINE_RUN_TIMES = (
+    "SELECT r.run_id, r.config_key, {seed_group} AS seed_group, r.device, r.model_family,"
+    " r.nproc, r.nnodes, {simulated} AS simulated, r.config, r.started_at,"
+    " epoch(r.finished_at) - epoch(r.started_at) AS wall_s, x.n_repeats, x.window_s, x.flops,"
+    " x.step_p50_s FROM runs r LEFT JOIN (SELECT run_id, count(*) AS n_repeats,"
+    " sum(seconds) AS window_s, sum(flops) AS flops, median(step_time_p50_s) AS step_p50_s"
+    " FROM results GROUP BY run_id) x USING (run_id)"
+    " WHERE r.status = 'ok' AND r.finished_at IS NOT NULL AND r.host = ?"
+    " AND json_extract_string(r.hardware, '$.cpu_model') = ?"
+    " AND TRY_CAST(json_extract_string(r.hardware, '$.logical_cores') AS INTEGER) = ?"
+    " ORDER BY r.started_at DESC LIMIT ?"
+)
 RUNS_COLUMNS = "SELECT column_name FROM information_schema.columns WHERE table_name = 'runs'"
 #: the columns of ``runs`` and ``results`` (readers of older schemas leave out what is missing)
 STORED_COLUMNS = (

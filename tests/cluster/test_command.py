@@ -41,6 +41,10 @@ def test_dry_run_prints_the_sbatch_parameters_and_writes_nothing(tmp_path: Path)
     assert out.startswith("dry run: 27 configuration(s) as 27 job(s) in 1 SLURM job array(s)")
     assert "#SBATCH --array=0-26%27" in out  # one array: every job asks the same
     assert "transformer/125m seq=8192 fixed single×1" in out  # the suite's GPU sizes
+    # and the plan: each configuration's job, its time unknown where the cluster never ran it
+    assert "plan: 27 configuration(s) on the cluster" in out
+    assert "unknown: not run on the cluster before" in out
+    assert "each limited to 60 min" in " ".join(out.split())
     assert written(tmp_path) == []
 
 
@@ -94,7 +98,6 @@ def test_without_submitit_one_line_exit_2_nothing_written(tmp_path: Path, monkey
     ("args", "message"),
     [
         (["--partition", "gpu"], "--partition goes with a cluster executor"),
-        (["--dry-run"], "--dry-run goes with a cluster executor"),
         (["--cluster", "qos=high"], "--cluster goes with a cluster executor"),
         (["--executor", "submitit-local", "--dry-run"], "use it with --executor slurm"),
         (["--executor", "submitit-local", "--no-wait"], "--no-wait needs a cluster's scheduler"),

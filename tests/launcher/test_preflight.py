@@ -39,7 +39,7 @@ def _cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("GREENBENCH_CACHE_DIR", str(tmp_path_factory.getbasetemp() / "cache"))
 
 
-def fake_execute(spec, rdzv=None, *, keep_logs=None):
+def fake_execute(spec, rdzv=None, *, keep_logs=None, phases=None):
     """The launcher boundary: what the ranks of ``spec`` would have returned."""
     s = spec.settings
     return Execution(
@@ -188,7 +188,7 @@ TOML_VALUE = st.one_of(
 def stub_the_run(monkeypatch) -> None:
     """The launcher boundary: no rank processes, no idle-power sampling of the machine."""
     monkeypatch.setattr(torchrun, "execute", fake_execute)
-    monkeypatch.setattr(torchrun.IdlePower, "get", lambda self, spec: NO_BASELINE)
+    monkeypatch.setattr(torchrun.IdlePower, "get", lambda self, spec, phases=None: NO_BASELINE)
 
 
 def check_outcome(result, db: Path) -> None:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
+from greenbench.launcher.phases import NO_PHASES, Phases
 from greenbench.results import RunOutcome, RunRecord
 from greenbench.settings.runspec import RunSpec
 
@@ -49,7 +50,8 @@ class RunContext:
     """What the launcher hands a runner for one run: its id, this machine's fingerprint, the
     region's carbon intensity (g/kWh, where from), the configuration's peak, the power limit
     held around it, the rendezvous of a multi-node run, where failed runs keep their logs, and
-    when the run's turn began (for its start-up cost)."""
+    when the run's turn began (for its start-up cost), and where the runner tells what it is
+    doing (`greenbench.launcher.phases`)."""
 
     run_id: str
     fingerprint: Mapping[str, Any]
@@ -61,6 +63,7 @@ class RunContext:
     #: when this run's turn began (seconds since the epoch): the greenbench process's start for
     #: a session's first configuration, else the end of the one before (`HarnessCost`)
     began_at: float | None = None
+    phases: Phases = NO_PHASES
 
 
 class Runner(Protocol):
@@ -80,8 +83,10 @@ class Runner(Protocol):
         """What ``spec`` occupies (nodes, ranks per node, whether ranks are started)."""
         ...
 
-    def peak(self, spec: RunSpec) -> Peak:
-        """The peak ``spec``'s MFU is relative to, and the device type it names."""
+    def peak(self, spec: RunSpec, *, measure: bool = True) -> Peak:
+        """The peak ``spec``'s MFU is relative to, and the device type it names; ``measure``
+        False (a preview) gives what is known without measuring (a cached calibration, a
+        datasheet figure), the flops None where nothing is."""
         ...
 
     def why_not_here(self, spec: RunSpec, peak: Peak, devices: int | None) -> str | None:

@@ -309,7 +309,7 @@ class SimulatedRunner:
     def shape(self, spec: RunSpec) -> Shape:
         return Shape(nodes=1, ranks_per_node=1, launches_ranks=False)
 
-    def peak(self, spec: RunSpec) -> Peak:
+    def peak(self, spec: RunSpec, *, measure: bool = True) -> Peak:
         return Peak(None, None, device_type(spec))
 
     def why_not_here(self, spec: RunSpec, peak: Peak, devices: int | None) -> str | None:
@@ -322,6 +322,7 @@ class SimulatedRunner:
         )  # fmt: skip
 
     def run(self, spec: RunSpec, ctx: RunContext) -> RunOutcome:
+        ctx.phases.tell("simulating")
         return simulate_run(spec, carbon_g_per_kwh=ctx.carbon[0])
 
     def follow(self, spec: RunSpec, ctx: RunContext) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 from greenbench.errors import WorkerFailed
 from greenbench.launcher.execute import execute, failed_rank_of, threads_per_rank
 from greenbench.launcher.idle import IdlePower
+from greenbench.launcher.phases import NO_PHASES, Phases
 from greenbench.launcher.power_limits import held_limit
 from greenbench.launcher.preflight import (
     why_it_cannot_fit,
@@ -60,7 +61,9 @@ class TorchrunRunner:
         run = spec.config.run
         return Shape(run.nnodes, run.nproc, launches_ranks=True)
 
-    def peak(self, spec: RunSpec) -> Peak:
+    def peak(self, spec: RunSpec, *, measure: bool = True) -> Peak:
+        if not measure and spec.config.run.device != "cuda":
+            return cached_cpu_peak(spec)
         from greenbench.hardware import cpu_peak
 
         spent = cpu_peak.seconds_spent()
@@ -83,13 +86,13 @@ class TorchrunRunner:
         return build_record(spec, ctx, device_type=ctx.peak.device_type, kernels=kernels, **own)
 
     def run(self, spec: RunSpec, ctx: RunContext) -> RunOutcome:
-        idle = self.idle.get(spec)
+        idle = self.idle.get(spec, ctx.phases)
         try:
             with held_limit(spec, ctx.limit) as held:  # restored on every exit
                 outcome = measure(
                     spec, ctx.rdzv, ctx.logs_dir, (ctx.peak.flops, ctx.peak.source),
                     idle_w=idle.watts, carbon_g_per_kwh=ctx.carbon[0], idle_why=idle.why,
-                    began_at=ctx.began_at,
+                    began_at=ctx.began_at, phases=ctx.phases,
                 )  # fmt: skip
         except WorkerFailed as exc:
             error = str(exc)
@@ -134,16 +137,41 @@ def peak_flops_for(spec: RunSpec) -> tuple[float | None, str | None, str]:
     return peak, cpu_peak.CPU_GEMM_SOURCE, f"cpu:{machine.cpu_model()}"
 
 
+def cached_cpu_peak(spec: RunSpec) -> Peak:
+    """The CPU peak ``spec`` would be given, as this machine's calibration cache holds it (no
+    torch, nothing measured: `greenbench.hardware.peak_cache`); the flops None when the cache
+    has no figure for its threads and precision (the run would measure one)."""
+    from greenbench.hardware import machine, peak_cache
+
+    entry = cached_calibration(spec)
+    device_type = f"cpu:{machine.cpu_model()}"
+    if entry is None:
+        return Peak(None, None, device_type)
+    return Peak(entry["flops"], peak_cache.CPU_GEMM_SOURCE, device_type)
+
+
 def trusted_peak(spec: RunSpec, peak: float | None) -> float | None:
     """``peak`` when a time estimate may rest on it: a datasheet figure, or a CPU calibration
     taken on a quiet machine. One taken under load comes out low and would overstate the
-    time a run needs, so the up-front time check is skipped rather than trusted to it."""
+    time a run needs, so the up-front time check is skipped rather than trusted to it. What
+    stands behind a CPU figure is read from this machine's calibration cache (no torch), which
+    holds the figure the run was given (`greenbench.hardware.cpu_peak`): a figure the cache
+    does not hold (it could not be written) is not trusted."""
     if peak is None or spec.config.run.device == "cuda":
         return peak
-    from greenbench.hardware import cpu_peak
+    entry = cached_calibration(spec)
+    return peak if entry is not None and entry["trusted"] and entry["flops"] == peak else None
 
-    record = cpu_peak.calibration_record(*_cpu_peak_args(spec))
-    return peak if record is not None and record.get("trusted") else None
+
+def cached_calibration(spec: RunSpec) -> dict[str, Any] | None:
+    """This machine's cached CPU calibration for ``spec``'s threads per rank and precision
+    (`greenbench.hardware.peak_cache.cached_entry`), or None."""
+    from greenbench.hardware import peak_cache
+
+    run = spec.config.run
+    return peak_cache.cached_entry(
+        threads_per_rank(run.nproc), peak_cache.dtype_name(run.precision)
+    )
 
 
 def _cpu_peak_args(spec: RunSpec) -> tuple[int, Any]:
@@ -165,6 +193,7 @@ def aggregate_checked(
     idle_power_w: float | None,
     carbon_g_per_kwh: float | None,
     idle_sample_note: str = "",
+    phases: Phases = NO_PHASES,
 ) -> tuple[list[RepeatResult], float | None]:
     """Each repeat's row, and the peak its MFU is relative to.
 
@@ -196,6 +225,7 @@ def aggregate_checked(
     beaten = [r for r in repeats if exceeds_peak(r.flops, r.seconds, peak, n_devices)]
     if not beaten or peak_source != cpu_peak.CPU_GEMM_SOURCE:
         return repeats, peak
+    phases.tell("re-measuring the CPU peak (the run beat it)")
     threads, dtype = _cpu_peak_args(spec)
     before = cpu_peak.describe(cpu_peak.calibration_record(threads, dtype))
     new_peak = cpu_peak.cpu_gemm_peak_flops(threads, dtype, recalibrate=True)
@@ -241,23 +271,25 @@ def measure(
     carbon_g_per_kwh: float | None,
     idle_why: str = "",
     began_at: float | None = None,
+    phases: Phases = NO_PHASES,
 ) -> RunOutcome:
     """Run ``spec``'s workers, watching the machine for contention, and aggregate each repeat
     (the last warning names the contention when there was some; ``idle_why``: why the idle
-    sample is unreliable, so net energy is unknown). The outcome's harness cost has the
-    start-up from ``began_at`` to rank 0's first step, the ranks' share of it, the teardown,
-    and (as ``calibration_s``) a re-measured CPU peak's seconds."""
+    sample is unreliable, so net energy is unknown; ``phases``: told what the run is doing).
+    The outcome's harness cost has the start-up from ``began_at`` to rank 0's first step, the
+    ranks' share of it, the teardown, and (as ``calibration_s``) a re-measured CPU peak's
+    seconds."""
     from greenbench.hardware import cpu_peak
 
     with ContentionWatch() as watch:
-        execution = execute(spec, rdzv, keep_logs=keep_logs)
+        execution = execute(spec, rdzv, keep_logs=keep_logs, phases=phases)
     ranks = execution.ranks
     run = spec.config.run
     spent = cpu_peak.seconds_spent()
     repeats, peak_flops = aggregate_checked(
         spec, ranks, peak[0], peak[1],
         n_devices=run.nproc * run.nnodes, idle_power_w=idle_w,
-        carbon_g_per_kwh=carbon_g_per_kwh, idle_sample_note=idle_why,
+        carbon_g_per_kwh=carbon_g_per_kwh, idle_sample_note=idle_why, phases=phases,
     )  # fmt: skip
     if is_user_workload(spec.workload):
         repeats = user_run.with_flops_note(spec, repeats)

@@ -16,8 +16,15 @@ import os
 
 from greenbench.errors import KernelUnavailable
 from greenbench.models.mamba.card import CHOICES, check_scan
+from greenbench.models.mamba.compiler import find_compiler
 
-__all__ = ["CHOICES", "mamba_ssm_available", "resolve_scan", "triton_available"]
+__all__ = [
+    "CHOICES",
+    "find_compiler",
+    "mamba_ssm_available",
+    "resolve_scan",
+    "triton_available",
+]
 
 _NO_TRITON = "model.scan=triton but triton cannot be imported; install triton or use auto or torch"
 
@@ -51,12 +58,11 @@ def triton_interpreter_on() -> bool:
     return os.environ.get("TRITON_INTERPRET", "").strip().lower() in ("1", "true", "on", "yes")
 
 
-def resolve_scan(setting: str, device: str) -> str:
+def resolve_scan(setting: str, device: str, *, build: bool = True) -> str:
     """The backend ``model.scan=setting`` runs on ``device`` ("cpu" or "cuda"); builds the C
     kernel on first use. Raises SpecError for an unknown choice and KernelUnavailable for a
-    choice this machine cannot run."""
-    from greenbench.models.mamba.scan_native import native_kernel
-
+    choice this machine cannot run. ``build`` False (a preview: `greenbench run --dry-run`)
+    builds and loads nothing: the C kernel is taken to build where a C compiler is found."""
     check_scan(setting)
     if device == "cuda":
         if setting == "native":
@@ -87,5 +93,11 @@ def resolve_scan(setting: str, device: str) -> str:
         return "triton"
     if setting == "torch":
         return "torch"
+    if not build:
+        if find_compiler() is None and setting == "native":
+            raise KernelUnavailable("model.scan=native but no C compiler is found to build it")
+        return "native" if find_compiler() is not None else "torch"
+    from greenbench.models.mamba.scan_native import native_kernel
+
     kernel = native_kernel(required=setting == "native")
     return "native" if kernel is not None else "torch"

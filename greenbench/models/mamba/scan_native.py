@@ -26,10 +26,7 @@ import hashlib
 import logging
 import os
 import platform
-import shlex
-import shutil
 import subprocess
-import sysconfig
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -39,6 +36,7 @@ import torch
 
 from greenbench.errors import KernelUnavailable
 from greenbench.hardware.machine import cache_dir, cpu_model
+from greenbench.models.mamba.compiler import find_compiler
 
 log = logging.getLogger(__name__)
 
@@ -59,22 +57,6 @@ def _native_flags() -> tuple[str, ...]:
     if platform.machine().lower() in ("x86_64", "amd64"):
         return ("-march=native", "-mprefer-vector-width=512")
     return ("-mcpu=native",) if platform.machine().lower() in ("aarch64", "arm64") else ()
-
-
-def find_compiler() -> str | None:
-    """The system C compiler: Python's configured ``CC`` if it resolves, else ``cc`` or ``gcc``
-    on PATH; None if there is none."""
-    return _which_compiler(os.environ.get("PATH"))
-
-
-@functools.cache
-def _which_compiler(search_path: str | None) -> str | None:
-    configured = shlex.split(sysconfig.get_config_var("CC") or "")
-    for name in [*configured[:1], "cc", "gcc"]:
-        path = shutil.which(name, path=search_path)
-        if path:
-            return path
-    return None
 
 
 def _cpu_features() -> str:

@@ -47,12 +47,13 @@ from __future__ import annotations
 import functools
 import importlib
 from collections.abc import Callable
-
-import torch
+from typing import TYPE_CHECKING
 
 from greenbench.errors import KernelUnavailable
 from greenbench.models.mamba2.card import CHOICES, check_scan
-from greenbench.models.mamba2.ssd import ssd_scan
+
+if TYPE_CHECKING:  # resolving a scan needs no torch (`resolve_scan`); running one does
+    import torch
 
 __all__ = [
     "CHOICES",
@@ -68,7 +69,7 @@ __all__ = [
 #: backend -> the module whose import proves it usable on this machine
 MODULES = {"mamba-ssm": "mamba_ssm.ops.triton.ssd_combined", "fla": "fla.ops.simple_gla"}
 
-ScanFunction = Callable[..., torch.Tensor]
+ScanFunction = Callable[..., "torch.Tensor"]
 
 
 def importable(backend: str) -> bool:
@@ -109,9 +110,11 @@ def usable(backend: str) -> bool:
     return importable(backend) and declared_broken(backend) is None
 
 
-def resolve_scan(setting: str, device: str) -> str:
+def resolve_scan(setting: str, device: str, *, build: bool = True) -> str:
     """The backend ``model.scan=setting`` runs on ``device`` ("cpu" or "cuda"). Raises SpecError
-    for a choice Mamba-2 does not offer and KernelUnavailable for one this machine cannot run."""
+    for a choice Mamba-2 does not offer and KernelUnavailable for one this machine cannot run.
+    (``build``: Mamba-2 builds no kernel of its own; the argument is the family interface's,
+    `greenbench.models.card.ModelCard.resolve_kernel`.)"""
     check_scan(setting)
     if device != "cuda":
         if setting in MODULES:
@@ -138,6 +141,8 @@ def scan_function(backend: str, device: str) -> ScanFunction:
     if backend == "auto":
         backend = _resolved_auto(device)
     if backend == "torch":
+        from greenbench.models.mamba2.ssd import ssd_scan
+
         return ssd_scan
     if backend == "mamba-ssm":
         return mamba_ssm_scan
@@ -191,6 +196,7 @@ def fla_scan(
     the transpose of ours (K × V = N × P per head): ``initial_state`` and the final state are
     transposed on the way in and out."""
     del chunk_size
+    import torch
     from fla.ops.simple_gla import chunk_simple_gla
 
     heads, groups = x.shape[2], B.shape[2]

@@ -28,10 +28,10 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from typing import TYPE_CHECKING
 
-import torch
-
-from greenbench.models.builder import FUSED_LOSS_ATTR
+if TYPE_CHECKING:  # whether liger applies is asked before any run, without torch
+    import torch
 
 
 def liger_available() -> bool:
@@ -56,6 +56,8 @@ def apply_liger(model: torch.nn.Module, device: str) -> dict[str, str]:
     """Apply liger's kernels for ``device`` to a built `LlamaForCausalLM`, in place; returns
     the kernels used (`liger_parts`)."""
     from liger_kernel.transformers import apply_liger_kernel_to_llama
+
+    from greenbench.models.builder import FUSED_LOSS_ATTR
 
     parts = liger_parts(device)
     apply_liger_kernel_to_llama(
