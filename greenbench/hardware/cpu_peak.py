@@ -34,6 +34,7 @@ from greenbench.hardware.machine import (
     cache_dir,
     cpu_busy_seconds,
     logical_cores,
+    machine_key,
     read_json,
     write_json,
 )
@@ -221,7 +222,7 @@ def seconds_spent() -> float:
 def disk_key(threads: int, dtype_name: str) -> str:
     """A figure's key in the disk cache (`greenbench.hardware.peak_cache.disk_key`: this
     machine's fingerprint, its CPU, the threads, the dtype and torch's version)."""
-    return peak_cache.disk_key(threads, dtype_name, torch.__version__)
+    return peak_cache.disk_key(threads, dtype_name, torch.__version__, machine_key())
 
 
 def cpu_gemm_peak_flops(

@@ -30,11 +30,11 @@ def dtype_name(precision: str) -> str:
     return "bfloat16" if precision == "bf16" else "float32"
 
 
-def disk_key(threads: int, dtype: str, torch_version: str) -> str:
-    """The cache entry's key: this machine's fingerprint (`machine.machine_key`: a new kernel,
-    CPU or memory finds no old entry), its CPU model, the intra-op threads, the dtype name and
-    torch's version."""
-    machine = f"{machine_key()}|{cpu_model()}"
+def disk_key(threads: int, dtype: str, torch_version: str, fingerprint: str | None = None) -> str:
+    """The cache entry's key: this machine's fingerprint (``fingerprint``, by default
+    `machine.machine_key`: a new kernel, CPU or memory finds no old entry), its CPU model, the
+    intra-op threads, the dtype name and torch's version."""
+    machine = f"{fingerprint or machine_key()}|{cpu_model()}"
     return f"{machine}|threads={threads}|{dtype}|torch={torch_version}"
 
 
