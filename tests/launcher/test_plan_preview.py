@@ -222,7 +222,8 @@ def test_the_model_uses_this_machine_s_measured_rate_and_start_up() -> None:
     assert estimate.seconds == pytest.approx(11.0 + 8 * 1.0)
     assert "measured" in estimate.how and "assumed" not in estimate.how
     # without stored runs: the peak at the assumed share, and the assumed start-up, said so
-    bare = durations.estimate_one(spec, durations.History(), peak=step_flops / 0.05)
+    share = durations.ASSUMED_SHARE_OF_PEAK["cpu"]
+    bare = durations.estimate_one(spec, durations.History(), peak=step_flops / share)
     assert bare.seconds == pytest.approx(durations.ASSUMED_STARTUP_S["cpu"] + 8 * 1.0)
     assert bare.how.count("assumed") == 2
     # no calibration cached yet: an assumed peak, said so
