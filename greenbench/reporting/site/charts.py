@@ -25,6 +25,21 @@ POINTS = {"configuration": "circle", "front": "diamond", f"{PARTIAL} (off the fr
 WIDTH = 460
 
 
+def tooltips(*, repeats: bool) -> list[alt.Tooltip]:
+    """What hovering a configuration's mark says: its name, energy label, medians, interval,
+    (repeats) and trust."""
+    shown = [
+        alt.Tooltip("config_name:N", title="configuration"),
+        alt.Tooltip("energy:N", title="energy"),
+        alt.Tooltip("jpt:Q", title="J/token (median)", format=".4~g"),
+        alt.Tooltip("tokens_per_s:Q", title="tokens/s (median)", format=".4~g"),
+        alt.Tooltip("interval:N", title="interval"),
+    ]
+    if repeats:
+        shown.append(alt.Tooltip("n_repeats:Q", title="repeats"))
+    return [*shown, alt.Tooltip("trust:N", title="trust")]
+
+
 def _scale(values: pd.Series) -> alt.Scale:
     """Log where the positive values span more than a factor of 20 (as the report's PNGs)."""
     v = pd.to_numeric(values, errors="coerce")
@@ -83,16 +98,7 @@ def pareto_chart(rows: pd.DataFrame, front: pd.Series, workload: str, energy: st
             domain=present, range=[{"front": "#222", "configuration": "#4c78a8"}.get(k, "#999")
                                    for k in present])),
         strokeWidth=alt.condition("datum.contended", alt.value(3), alt.value(0.8)),
-        tooltip=[
-            alt.Tooltip("config_name:N", title="configuration"),
-            alt.Tooltip("energy:N", title="energy"),
-            alt.Tooltip("jpt:Q", title="J/token (median)", format=".4~g"),
-            alt.Tooltip("tokens_per_s:Q", title="tokens/s (median)", format=".4~g"),
-            alt.Tooltip("interval:N", title="interval"),
-            alt.Tooltip("n_repeats:Q", title="repeats"),
-            alt.Tooltip("trust:N", title="trust"),
-            alt.Tooltip("on_front:N", title="on the front"),
-        ],
+        tooltip=[*tooltips(repeats=True), alt.Tooltip("on_front:N", title="on the front")],
     )  # fmt: skip
     ring = (
         base.transform_filter("datum.contended")
@@ -136,15 +142,7 @@ def workload_chart(rows: pd.DataFrame, workload: str) -> alt.HConcatChart:
          "tokens_per_s_ci_low", "tokens_per_s_ci_high", "n_repeats", "interval", "trust"]
     ]  # fmt: skip
     y = alt.Y("label:N", sort=list(data["label"]), title=None)
-    tooltip = [
-        alt.Tooltip("config_name:N", title="configuration"),
-        alt.Tooltip("energy:N", title="energy"),
-        alt.Tooltip("jpt:Q", title="J/token (median)", format=".4~g"),
-        alt.Tooltip("tokens_per_s:Q", title="tokens/s (median)", format=".4~g"),
-        alt.Tooltip("interval:N", title="interval"),
-        alt.Tooltip("n_repeats:Q", title="repeats"),
-        alt.Tooltip("trust:N", title="trust"),
-    ]
+    tooltip = tooltips(repeats=True)
     color = alt.Color("energy:N", title="energy")
     base = alt.Chart(data).properties(width=300)
     energy = base.mark_bar().encode(
@@ -185,14 +183,7 @@ def seq_len_chart(rows: pd.DataFrame) -> alt.HConcatChart:
     x = alt.X("seq_len:Q", title="sequence length (tokens)",
               scale=alt.Scale(type="log", base=2), axis=alt.Axis(values=lengths))  # fmt: skip
     color = alt.Color("series:N", title="model (energy)")
-    tooltip = [
-        alt.Tooltip("config_name:N", title="configuration"),
-        alt.Tooltip("energy:N", title="energy"),
-        alt.Tooltip("jpt:Q", title="J/token (median)", format=".4~g"),
-        alt.Tooltip("tokens_per_s:Q", title="tokens/s (median)", format=".4~g"),
-        alt.Tooltip("interval:N", title="interval"),
-        alt.Tooltip("trust:N", title="trust"),
-    ]
+    tooltip = tooltips(repeats=False)
     base = alt.Chart(data).properties(width=400, height=280)
     energies = " / ".join(sorted(set(rows["energy"])))
 
